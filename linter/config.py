@@ -1,0 +1,211 @@
+"""Configuration: ``.gpulint.yaml`` or ``[tool.gpulint]`` in pyproject.toml, found by walking up."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .finding import Severity
+
+CONFIG_NAMES = (".gpulint.yaml", ".gpulint.yml")
+FAIL_ON = ("error", "warning", "info", "never")
+KNOWN_KEYS = (
+    "select",
+    "ignore",
+    "extend-select",
+    "severity",
+    "fail-on",
+    "min-driver",
+    "weights-threshold",
+    "trusted-registries",
+    "per-file-ignores",
+    "build-args",
+    "exclude",
+)
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kKmMgGtT]i?[bB]?|[bB])?\s*$")
+_DRIVER_RE = re.compile(r"^\d{3}(?:\.\d{1,3}){0,2}$")
+
+
+class ConfigError(ValueError):
+    """A bad config file or option value; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Config:
+    select: tuple[str, ...] | None = None  # None: the rules on by default
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    severity: dict[str, Severity] = field(default_factory=dict)
+    fail_on: str = "warning"
+    min_driver: str | None = None
+    weights_threshold: int = 100 * 1000 * 1000
+    trusted_registries: tuple[str, ...] = ()
+    per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    build_args: dict[str, str] = field(default_factory=dict)
+    exclude: tuple[str, ...] = ()
+    source: str | None = None  # the file it came from
+    source_text: str = ""
+
+    def merged(self, **overrides: Any) -> Config:
+        """A copy with the non-None overrides applied (CLI over config)."""
+        values = {k: v for k, v in overrides.items() if v is not None}
+        return replace(self, **values)
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest .gpulint.yaml, or pyproject.toml with [tool.gpulint], at or above ``start``."""
+    directory = start if start.is_dir() else start.parent
+    directory = directory.resolve()
+    for candidate_dir in (directory, *directory.parents):
+        for name in CONFIG_NAMES:
+            path = candidate_dir / name
+            if path.is_file():
+                return path
+        pyproject = candidate_dir / "pyproject.toml"
+        if pyproject.is_file() and _has_tool_section(pyproject):
+            return pyproject
+    return None
+
+
+def _has_tool_section(path: Path) -> bool:
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return re.search(r"^\s*\[tool\.gpulint\]", text, re.M) is not None
+
+
+def load_config(path: Path) -> Config:
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc.__class__.__name__})") from None
+    if path.name == "pyproject.toml":
+        import tomllib
+
+        try:
+            data = tomllib.loads(text).get("tool", {}).get("gpulint", {})
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    else:
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            raise ConfigError(f"{path}: invalid YAML{where}") from None
+        if data is None:
+            data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a mapping of keys to values")
+    return config_from_mapping(data, str(path), text)
+
+
+def config_from_mapping(data: dict[str, Any], source: str, text: str = "") -> Config:
+    for key in data:
+        if key not in KNOWN_KEYS:
+            hint = _closest(str(key))
+            raise ConfigError(
+                f"{source}: unknown key {key!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+            )
+    values: dict[str, Any] = {"source": source, "source_text": text}
+    if "select" in data:
+        values["select"] = _str_list(data["select"], source, "select")
+    if "ignore" in data:
+        values["ignore"] = _str_list(data["ignore"], source, "ignore")
+    if "extend-select" in data:
+        values["extend_select"] = _str_list(data["extend-select"], source, "extend-select")
+    if "severity" in data:
+        values["severity"] = parse_severity_map(data["severity"], source)
+    if "fail-on" in data:
+        values["fail_on"] = parse_fail_on(str(data["fail-on"]), source)
+    if "min-driver" in data:
+        values["min_driver"] = parse_driver(str(data["min-driver"]), source)
+    if "weights-threshold" in data:
+        values["weights_threshold"] = parse_size(data["weights-threshold"], source)
+    if "trusted-registries" in data:
+        values["trusted_registries"] = _str_list(data["trusted-registries"], source, "trusted-registries")
+    if "per-file-ignores" in data:
+        pfi = data["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError(f"{source}: per-file-ignores must map glob patterns to rule lists")
+        values["per_file_ignores"] = {
+            str(k): _str_list(v, source, f"per-file-ignores.{k}") for k, v in pfi.items()
+        }
+    if "build-args" in data:
+        args = data["build-args"]
+        if not isinstance(args, dict):
+            raise ConfigError(f"{source}: build-args must map names to values")
+        values["build_args"] = {str(k): str(v) for k, v in args.items()}
+    if "exclude" in data:
+        values["exclude"] = _str_list(data["exclude"], source, "exclude")
+    return Config(**values)
+
+
+def _closest(key: str) -> str | None:
+    import difflib
+
+    matches = difflib.get_close_matches(key.replace("_", "-"), KNOWN_KEYS, n=1)
+    return matches[0] if matches else None
+
+
+def _str_list(value: Any, source: str, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return tuple(v.strip() for v in value.split(",") if v.strip())
+    if isinstance(value, list) and all(isinstance(v, (str, int)) for v in value):
+        return tuple(str(v).strip() for v in value)
+    raise ConfigError(f"{source}: {key} must be a list of strings")
+
+
+def parse_severity_map(value: Any, source: str) -> dict[str, Severity]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: severity must map rule codes or slugs to error|warning|info")
+    out: dict[str, Severity] = {}
+    for key, level in value.items():
+        try:
+            out[str(key)] = Severity.parse(str(level))
+        except ValueError as exc:
+            raise ConfigError(f"{source}: severity.{key}: {exc}") from None
+    return out
+
+
+def parse_fail_on(value: str, source: str = "--fail-on") -> str:
+    value = value.strip().lower()
+    if value not in FAIL_ON:
+        raise ConfigError(f"{source}: fail-on must be one of {', '.join(FAIL_ON)}, not {value!r}")
+    return value
+
+
+def parse_driver(value: str, source: str = "--min-driver") -> str:
+    value = value.strip()
+    if not _DRIVER_RE.match(value):
+        raise ConfigError(f"{source}: min-driver must look like 535.104.05, not {value!r}")
+    return value
+
+
+def parse_size(value: Any, source: str = "weights-threshold") -> int:
+    if isinstance(value, bool):
+        raise ConfigError(f"{source}: weights-threshold must be a size such as 100MB")
+    if isinstance(value, int):
+        return value
+    match = _SIZE_RE.match(str(value))
+    if not match:
+        raise ConfigError(f"{source}: weights-threshold must be a size such as 100MB, not {value!r}")
+    number = float(match.group(1))
+    unit = (match.group(2) or "b").lower().rstrip("b")
+    scale = {
+        "": 1,
+        "k": 1000,
+        "m": 1000**2,
+        "g": 1000**3,
+        "t": 1000**4,
+        "ki": 1024,
+        "mi": 1024**2,
+        "gi": 1024**3,
+        "ti": 1024**4,
+    }[unit]
+    return int(number * scale)

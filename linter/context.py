@@ -1,0 +1,85 @@
+"""What a rule sees: the Dockerfile model plus settings, with cached shell/installer views."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import Config
+from .dockerfile import Dockerfile, Instruction, Stage
+from .gpubase import BaseInfo, classify
+from .installers import Install, parse_install
+from .pragmas import Pragma
+from .shell import Command, run_commands
+
+
+@dataclass
+class LintContext:
+    path: str
+    dockerfile: Dockerfile
+    config: Config = field(default_factory=Config)
+    context_dir: Path | None = None
+    pragmas: list[Pragma] = field(default_factory=list)
+    _installs: dict[int, list[tuple[Command, Install]]] = field(default_factory=dict, repr=False)
+
+    # -- stages ------------------------------------------------------------
+    @property
+    def stages(self) -> list[Stage]:
+        return self.dockerfile.stages
+
+    def shipped_stages(self) -> list[Stage]:
+        """The shipped stage and the stages it inherits from."""
+        return self.dockerfile.shipped_chain()
+
+    def is_shipped(self, stage: Stage) -> bool:
+        return self.dockerfile.is_shipped(stage)
+
+    def base_info(self, stage: Stage) -> BaseInfo | None:
+        """Classification of the external image at the root of the stage's FROM chain."""
+        root = stage.root
+        if root.image is None:
+            return None
+        return classify(root.image)
+
+    def stage_of(self, instr: Instruction) -> Stage | None:
+        if 0 <= instr.stage_index < len(self.stages):
+            return self.stages[instr.stage_index]
+        return None
+
+    # -- shell -------------------------------------------------------------
+    def shell_is_posix(self, stage: Stage) -> bool:
+        for instr in reversed(stage.all_instructions()):
+            if instr.keyword == "SHELL":
+                argv = instr.exec_form or []
+                return bool(argv) and Path(argv[0]).name in {"sh", "bash", "dash", "zsh", "ash", "ksh"}
+        return True
+
+    def commands(self, instr: Instruction) -> list[Command]:
+        if instr.keyword != "RUN":
+            return []
+        stage = self.stage_of(instr)
+        posix = self.shell_is_posix(stage) if stage is not None else True
+        return run_commands(instr, posix)
+
+    def stage_commands(self, stage: Stage) -> Iterator[tuple[Instruction, Command]]:
+        """Every simple command of every RUN in this stage (not its parents)."""
+        for instr in stage.instructions:
+            for cmd in self.commands(instr):
+                yield instr, cmd
+
+    def installs(self, instr: Instruction) -> list[tuple[Command, Install]]:
+        key = id(instr)
+        if key not in self._installs:
+            out = []
+            for cmd in self.commands(instr):
+                install = parse_install(cmd)
+                if install is not None:
+                    out.append((cmd, install))
+            self._installs[key] = out
+        return self._installs[key]
+
+    def stage_installs(self, stage: Stage) -> Iterator[tuple[Instruction, Command, Install]]:
+        for instr in stage.instructions:
+            for cmd, install in self.installs(instr):
+                yield instr, cmd, install

@@ -1,0 +1,193 @@
+"""The rule runner: parse, run the enabled rules, apply pragmas, config and severities."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .config import Config
+from .context import LintContext
+from .dockerfile import Dockerfile, DockerfileError, decode, parse_dockerfile
+from .finding import Finding
+from .pragmas import Pragma, parse_pragmas
+from .rule import Rule, all_rules, matches, selector_known
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+
+class InputError(ValueError):
+    """Input gpulint cannot lint (missing, unreadable, binary): exit 2, one line."""
+
+
+@dataclass
+class LintResult:
+    path: str
+    findings: list[Finding]
+    text: str
+    dockerfile: Dockerfile | None = None
+    extra_sources: dict[str, str] = field(default_factory=dict)
+
+
+def is_enabled(cls: type[Rule], config: Config) -> bool:
+    if config.select is None:
+        enabled = cls.enabled_by_default
+    else:
+        enabled = any(matches(cls, s) for s in config.select)
+    if any(matches(cls, s) for s in config.extend_select):
+        enabled = True
+    if any(matches(cls, s) for s in config.ignore):
+        enabled = False
+    return enabled
+
+
+def enabled_rules(config: Config) -> list[type[Rule]]:
+    return [cls for cls in all_rules() if is_enabled(cls, config)]
+
+
+def read_source(path: str) -> str:
+    """Read a file as text; raise InputError with a one-line reason."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise InputError(f"{path}: is a directory")
+        size = p.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise InputError(f"{path}: too large to be a Dockerfile ({size} bytes; limit {MAX_FILE_BYTES})")
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return decode(data, path)
+    except DockerfileError as exc:
+        raise InputError(str(exc)) from None
+
+
+def lint_path(
+    path: str,
+    config: Config | None = None,
+    build_args: Mapping[str, str] | None = None,
+    target: str | None = None,
+    context_dir: str | None = None,
+) -> list[Finding]:
+    return lint(path, read_source(path), config, build_args, target, context_dir).findings
+
+
+def lint_source(
+    text: str,
+    path: str = "Dockerfile",
+    config: Config | None = None,
+    build_args: Mapping[str, str] | None = None,
+    target: str | None = None,
+    context_dir: str | None = None,
+) -> list[Finding]:
+    return lint(path, text, config, build_args, target, context_dir).findings
+
+
+def lint(
+    path: str,
+    text: str,
+    config: Config | None = None,
+    build_args: Mapping[str, str] | None = None,
+    target: str | None = None,
+    context_dir: str | None = None,
+) -> LintResult:
+    config = config or Config()
+    args = dict(config.build_args)
+    args.update(build_args or {})
+    try:
+        dockerfile = parse_dockerfile(text, path=path, build_args=args, target=target)
+    except DockerfileError as exc:
+        raise InputError(str(exc)) from None
+    ctx = LintContext(
+        path=path,
+        dockerfile=dockerfile,
+        config=config,
+        context_dir=Path(context_dir) if context_dir else (Path(path).parent if path != "-" else None),
+    )
+    pragmas = parse_pragmas(dockerfile)
+    ctx.pragmas = pragmas
+    findings: list[Finding] = []
+    for cls in enabled_rules(config):
+        rule = cls()
+        try:
+            findings.extend(rule.check(ctx))
+        except Exception as exc:  # a rule bug must not hide the other findings' file
+            raise RuleCrash(cls.code, path, exc) from exc
+    findings = _apply_pragmas(findings, pragmas, path, config)
+    findings = _apply_per_file_ignores(findings, config)
+    for f in findings:
+        override = config.severity.get(f.code) or config.severity.get(f.slug)
+        if override is not None:
+            f.severity = override
+    findings.sort(key=Finding.sort_key)
+    return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile)
+
+
+class RuleCrash(RuntimeError):
+    def __init__(self, code: str, path: str, exc: Exception) -> None:
+        super().__init__(f"{path}: internal error in rule {code}: {exc.__class__.__name__}: {exc}")
+        self.code = code
+
+
+def _apply_pragmas(
+    findings: list[Finding], pragmas: list[Pragma], path: str, config: Config
+) -> list[Finding]:
+    kept: list[Finding] = []
+    for f in findings:
+        suppressed = False
+        if f.path == path and f.code not in ("GL001", "GL002", "GL003"):
+            for pragma in pragmas:
+                if pragma.covers(f.line):
+                    hit = [n for n in pragma.names if _names(n, f)]
+                    if hit:
+                        pragma.used.update(hit)
+                        suppressed = True
+        if not suppressed:
+            kept.append(f)
+    from .rule import find_rule
+
+    unused_cls = find_rule("GL003")
+    if unused_cls is not None and is_enabled(unused_cls, config):
+        for pragma in pragmas:
+            for name in pragma.names:
+                if name not in pragma.used and selector_known(name):
+                    kept.append(
+                        unused_cls().finding_at(
+                            path, pragma.line, f"`{name}` in this {pragma.kind} pragma suppressed nothing"
+                        )
+                    )
+    return kept
+
+
+def _names(selector: str, f: Finding) -> bool:
+    sel = selector.strip()
+    if sel.upper() == "ALL":
+        return True
+    return sel.lower() == f.slug or (sel.upper().startswith("GL") and f.code.upper().startswith(sel.upper()))
+
+
+def _apply_per_file_ignores(findings: list[Finding], config: Config) -> list[Finding]:
+    if not config.per_file_ignores:
+        return findings
+    out = []
+    for f in findings:
+        posix = PurePosixPath(Path(f.path).as_posix())
+        ignored = False
+        for pattern, names in config.per_file_ignores.items():
+            path_matches = (
+                fnmatch.fnmatch(str(posix), pattern)
+                or fnmatch.fnmatch(posix.name, pattern)
+                or posix.match(pattern)
+            )
+            if path_matches and any(_names(n, f) for n in names):
+                ignored = True
+                break
+        if not ignored:
+            out.append(f)
+    return out

@@ -1,0 +1,129 @@
+"""Classify base images: which CUDA, flavour (base/runtime/devel), cuDNN, OS, framework."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import data
+from .imageref import ImageRef
+
+_CUDA_TAG = re.compile(
+    r"^(?P<ver>\d+(?:\.\d+){0,2})-(?:(?P<extra>cudnn\d*|tensorrt)-)?"
+    r"(?P<flavour>base|runtime|devel)(?:-(?P<os>[a-z]+[\d.]*))?$"
+)
+_PYTORCH_TAG = re.compile(
+    r"^(?P<torch>\d+\.\d+(?:\.\d+)?)-cuda(?P<cuda>\d+\.\d+)-cudnn(?P<cudnn>\d+)-(?P<flavour>runtime|devel)$"
+)
+_NGC_TAG = re.compile(r"^(?P<release>\d\d\.\d\d)(?:-.*)?$")
+_TF_TAG = re.compile(r"^(?P<ver>\d+\.\d+(?:\.\d+)?|latest|nightly)?-?gpu(?:-jupyter)?$")
+
+FLOATING_TAGS = frozenset({"latest", "nightly", "stable", "main", "master", "edge", "dev"})
+
+
+@dataclass(frozen=True)
+class BaseInfo:
+    """What gpulint knows of a base image from its name and tag alone."""
+
+    family: str  # nvidia-cuda | pytorch | ngc | tensorflow | plain | other
+    gpu: bool
+    cuda: str | None = None  # as the tag gives it: "12.4.1", "12.4"
+    flavour: str | None = None  # base | runtime | devel (ngc: devel, the full SDK)
+    cudnn: str | None = None  # "cudnn8", "cudnn9", "cudnn"
+    os: str | None = None  # "ubuntu22.04"
+    framework: str | None = None  # "pytorch", "tensorflow", ...
+    framework_version: str | None = None
+    floating: bool = False  # no tag, latest, or a version missing its patch part
+    recognised_tag: bool = True
+
+    @property
+    def is_devel(self) -> bool:
+        return self.flavour == "devel"
+
+    @property
+    def cuda_major(self) -> int | None:
+        if not self.cuda:
+            return None
+        return int(self.cuda.split(".")[0])
+
+
+def _repos(key: str) -> set[str]:
+    return set(data.load("base_images")[key])
+
+
+def classify(ref: ImageRef) -> BaseInfo:
+    full = ref.full_name
+    tag = ref.tag
+    tables = data.load("base_images")
+    no_tag = tag is None and ref.digest is None
+    if full in _repos("cuda_repositories"):
+        if tag is None:
+            return BaseInfo("nvidia-cuda", True, floating=no_tag, recognised_tag=False)
+        m = _CUDA_TAG.match(tag)
+        if not m:
+            return BaseInfo("nvidia-cuda", True, floating=tag in FLOATING_TAGS, recognised_tag=False)
+        version = m.group("ver")
+        extra = m.group("extra")
+        return BaseInfo(
+            "nvidia-cuda",
+            True,
+            cuda=version,
+            flavour=m.group("flavour"),
+            cudnn=extra if extra and extra.startswith("cudnn") else None,
+            os=m.group("os"),
+            floating=version.count(".") < 2,
+        )
+    if full in _repos("pytorch_repositories"):
+        m = _PYTORCH_TAG.match(tag or "")
+        if not m:
+            return BaseInfo(
+                "pytorch",
+                True,
+                framework="pytorch",
+                floating=no_tag or (tag or "") in FLOATING_TAGS,
+                recognised_tag=False,
+                flavour="devel"
+                if tag and tag.endswith("-devel")
+                else ("runtime" if tag and tag.endswith("-runtime") else None),
+            )
+        torch = m.group("torch")
+        return BaseInfo(
+            "pytorch",
+            True,
+            cuda=m.group("cuda"),
+            flavour=m.group("flavour"),
+            cudnn=f"cudnn{m.group('cudnn')}",
+            framework="pytorch",
+            framework_version=torch,
+            floating=torch.count(".") < 2,
+        )
+    ngc = tables["ngc_framework_repositories"]
+    if full in ngc:
+        m = _NGC_TAG.match(tag or "")
+        return BaseInfo(
+            "ngc",
+            True,
+            flavour="devel",
+            framework=ngc[full],
+            framework_version=m.group("release") if m else None,
+            floating=no_tag or (tag or "") in FLOATING_TAGS,
+            recognised_tag=bool(m),
+        )
+    if full in _repos("tensorflow_repositories"):
+        m = _TF_TAG.match(tag or "")
+        if m:
+            version = m.group("ver")
+            return BaseInfo(
+                "tensorflow",
+                True,
+                flavour="runtime",
+                framework="tensorflow",
+                framework_version=version if version not in (None, "latest", "nightly") else None,
+                floating=version in (None, "latest", "nightly"),
+            )
+        return BaseInfo(
+            "tensorflow", False, framework="tensorflow", floating=no_tag or (tag or "") in FLOATING_TAGS
+        )
+    if full in _repos("plain_images"):
+        return BaseInfo("plain", False, floating=no_tag or (tag or "") in FLOATING_TAGS)
+    return BaseInfo("other", False, floating=no_tag or (tag or "") in FLOATING_TAGS, recognised_tag=False)

@@ -1,0 +1,456 @@
+"""Package installers in RUN commands: apt/yum/dnf/apk, pip/uv, conda/mamba; their package specs."""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+
+from .shell import Command, Word
+
+_VAR_RE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
+_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+_TAG_LIKE_RE = re.compile(r"^v?\d+(?:\.\d+)+(?:[-.]?(?:post|rc|a|b|dev)?\d*)*$")
+_WHEEL_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+_SDIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<version>\d[^-]*)\.(?:tar\.gz|zip|tar\.bz2)$")
+
+PIP_VALUE_OPTIONS = frozenset(
+    [
+        "-r",
+        "--requirement",
+        "-c",
+        "--constraint",
+        "-e",
+        "--editable",
+        "-i",
+        "--index-url",
+        "--extra-index-url",
+        "-f",
+        "--find-links",
+        "-t",
+        "--target",
+        "--prefix",
+        "--root",
+        "--platform",
+        "--python-version",
+        "--implementation",
+        "--abi",
+        "--src",
+        "--upgrade-strategy",
+        "--progress-bar",
+        "--trusted-host",
+        "--cache-dir",
+        "--log",
+        "--proxy",
+        "--retries",
+        "--timeout",
+        "--exists-action",
+        "--cert",
+        "--client-cert",
+        "--global-option",
+        "--config-settings",
+        "-C",
+        "--no-binary",
+        "--only-binary",
+        "--report",
+        "--python",
+        "--index-strategy",
+        "--extra",
+        "-p",
+        "--group",
+        "--keyring-provider",
+        "--resolution",
+        "--prerelease",
+        "--torch-backend",
+        "--build-constraint",
+        "--override",
+        "-o",
+        "--output-file",
+    ]
+)
+APT_VALUE_OPTIONS = frozenset(
+    {"-o", "--option", "-t", "--target-release", "-c", "--config-file", "--default-release"}
+)
+YUM_VALUE_OPTIONS = frozenset(
+    {
+        "--enablerepo",
+        "--disablerepo",
+        "--setopt",
+        "--releasever",
+        "--installroot",
+        "-c",
+        "--repo",
+        "--repofrompath",
+        "-x",
+        "--exclude",
+    }
+)
+CONDA_VALUE_OPTIONS = frozenset(
+    {
+        "-c",
+        "--channel",
+        "-n",
+        "--name",
+        "-p",
+        "--prefix",
+        "-f",
+        "--file",
+        "--override-channels-file",
+        "--solver",
+        "-r",
+        "--root-prefix",
+    }
+)
+APK_VALUE_OPTIONS = frozenset({"-X", "--repository", "-t", "--virtual", "--root", "-p"})
+
+
+def canonical_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass
+class PackageSpec:
+    raw: str
+    word: Word
+    name: str | None  # canonical name, when known
+    kind: str = "requirement"  # requirement | url | path | vcs
+    specifier: str = ""
+    extras: tuple[str, ...] = ()
+    version: str | None = None  # exact version when pinned with ==/=== (or from a wheel name)
+    pinned: bool = False
+    url: str | None = None
+    vcs_ref: str | None = None
+    local: str | None = None  # local version label: "cu121"
+    markers: str | None = None
+    version_from_variable: bool = False
+    lost_constraint: str | None = None  # `pkg>=2` unquoted: the shell made ">=2" a redirect
+    channel: str | None = None  # conda channel::name
+    source: str | None = None  # file the spec was read from (None: the Dockerfile)
+
+
+@dataclass
+class Install:
+    manager: str  # apt | yum | apk | pip | conda
+    tool: str  # the program as written: apt-get, pip3, uv, micromamba...
+    command: Command
+    packages: list[PackageSpec] = field(default_factory=list)
+    options: dict[str, list[str]] = field(default_factory=dict)
+    requirement_files: list[str] = field(default_factory=list)
+    constraint_files: list[str] = field(default_factory=list)
+    index_urls: list[str] = field(default_factory=list)
+    extra_index_urls: list[str] = field(default_factory=list)
+    find_links: list[str] = field(default_factory=list)
+    editables: list[str] = field(default_factory=list)
+
+    def has(self, *names: str) -> bool:
+        return any(n in self.options for n in names)
+
+    @property
+    def no_deps(self) -> bool:
+        return self.has("--no-deps")
+
+    @property
+    def all_index_urls(self) -> list[str]:
+        return self.index_urls + self.extra_index_urls + self.find_links
+
+
+def parse_install(cmd: Command) -> Install | None:
+    """An Install if ``cmd`` installs packages, else None."""
+    name = cmd.name
+    args = cmd.args
+    if not args:
+        return None
+    if name in ("apt-get", "apt", "aptitude"):
+        return _generic(cmd, "apt", ("install",), APT_VALUE_OPTIONS, _apt_spec)
+    if name in ("yum", "dnf", "microdnf", "tdnf"):
+        return _generic(cmd, "yum", ("install",), YUM_VALUE_OPTIONS, _rpm_spec)
+    if name == "apk":
+        return _generic(cmd, "apk", ("add",), APK_VALUE_OPTIONS, _apk_spec)
+    if name in ("conda", "mamba", "micromamba"):
+        return _conda(cmd)
+    if _is_pip(name):
+        return _pip(cmd, args)
+    if re.match(r"^python(\d(\.\d+)?)?$", name):
+        for i, word in enumerate(args[:-1]):
+            if word.value == "-m" and args[i + 1].value in ("pip", "pip3"):
+                return _pip(cmd, args[i + 2 :])
+            if not word.value.startswith("-"):
+                break
+        return None
+    if name == "uv" and len(args) >= 2 and args[0].value == "pip":
+        return _pip(cmd, args[1:], tool="uv")
+    if name == "uv" and args[0].value == "add":
+        return _pip(cmd, [Word("install", "install", args[0].line, args[0].column), *args[1:]], tool="uv")
+    return None
+
+
+def _is_pip(name: str) -> bool:
+    return re.match(r"^pip(\d(\.\d+)?)?$", name) is not None
+
+
+def _split_options(
+    words: list[Word], value_options: frozenset[str]
+) -> tuple[dict[str, list[str]], list[Word]]:
+    options: dict[str, list[str]] = {}
+    positional: list[Word] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        text = word.value
+        if text == "--":
+            positional.extend(words[i + 1 :])
+            break
+        if text.startswith("-") and len(text) > 1:
+            key, eq, val = text.partition("=")
+            if eq:
+                options.setdefault(key, []).append(val)
+            elif key in value_options and i + 1 < len(words):
+                options.setdefault(key, []).append(words[i + 1].value)
+                i += 1
+            elif not key.startswith("--") and len(key) > 2 and key[:2] in value_options:
+                # -rrequirements.txt, -ihttps://...
+                options.setdefault(key[:2], []).append(key[2:])
+            elif not key.startswith("--") and len(key) > 2:
+                # combined short flags: -qy -> -q -y
+                for ch in key[1:]:
+                    options.setdefault(f"-{ch}", []).append("")
+            else:
+                options.setdefault(key, []).append("")
+        else:
+            positional.append(word)
+        i += 1
+    return options, positional
+
+
+def _generic(
+    cmd: Command, manager: str, verbs: tuple[str, ...], value_options: frozenset[str], make_spec: object
+) -> Install | None:
+    options, positional = _split_options(cmd.args, value_options)
+    if not positional or positional[0].value not in verbs:
+        return None
+    install = Install(manager, cmd.name, cmd, options=options)
+    for word in positional[1:]:
+        spec = make_spec(word)  # type: ignore[operator]
+        if spec is not None:
+            install.packages.append(spec)
+    return install
+
+
+def _apt_spec(word: Word) -> PackageSpec | None:
+    text = word.value
+    if text.endswith(".deb") or ("/" in text and text.startswith((".", "/"))):
+        return PackageSpec(text, word, None, kind="path", pinned=True)
+    name, eq, version = text.partition("=")
+    name = name.split("/")[0]
+    pinned = bool(eq and version)
+    from_var = bool(_VAR_RE.search(version)) if eq else False
+    return PackageSpec(
+        text,
+        word,
+        name.lower(),
+        specifier=f"={version}" if eq else "",
+        version=version or None,
+        pinned=pinned,
+        version_from_variable=from_var,
+    )
+
+
+def _rpm_spec(word: Word) -> PackageSpec | None:
+    text = word.value
+    if text.endswith(".rpm") or text.startswith(("http://", "https://", "/")):
+        return PackageSpec(text, word, None, kind="path", pinned=True)
+    match = re.match(r"^(?P<name>.+?)-(?P<version>\d[\w.+~^:-]*)$", text)
+    if match and not re.search(r"-\d+-\d+$", match.group("name")):
+        return PackageSpec(
+            text, word, match.group("name").lower(), version=match.group("version"), pinned=True
+        )
+    from_var = bool(_VAR_RE.search(text))
+    return PackageSpec(text, word, text.lower(), pinned=from_var, version_from_variable=from_var)
+
+
+def _apk_spec(word: Word) -> PackageSpec | None:
+    text = word.value
+    match = re.match(r"^(?P<name>[^=<>~]+)(?P<op>[=<>~]+)(?P<version>.+)$", text)
+    if match:
+        return PackageSpec(
+            text,
+            word,
+            match.group("name").lower(),
+            specifier=match.group("op") + match.group("version"),
+            version=match.group("version"),
+            pinned=match.group("op") == "=",
+        )
+    return PackageSpec(text, word, text.lower())
+
+
+def _conda(cmd: Command) -> Install | None:
+    args = cmd.args
+    if args and args[0].value == "env":
+        return None  # `conda env create -f environment.yml`: packages live in the file
+    options, positional = _split_options(args, CONDA_VALUE_OPTIONS)
+    if not positional or positional[0].value not in ("install", "create", "update", "upgrade"):
+        return None
+    install = Install("conda", cmd.name, cmd, options=options)
+    install.requirement_files = options.get("--file", []) + options.get("-f", [])
+    for word in positional[1:]:
+        install.packages.append(_conda_spec(word))
+    return install
+
+
+def _conda_spec(word: Word) -> PackageSpec:
+    text = word.value
+    channel = None
+    if "::" in text:
+        channel, text = text.split("::", 1)
+    match = re.match(r"^(?P<name>[A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*(?P<spec>.*)$", text)
+    name = match.group("name") if match else text
+    spec = (match.group("spec") if match else "").strip()
+    version = None
+    pinned = False
+    if spec:
+        m = re.match(r"^(==?)\s*([^=,|<>*\s]+(?:\.\*)?)(?:=\S+)?$", spec)
+        if m:
+            version = m.group(2)
+            pinned = "*" not in version
+        if " " in spec and not m:
+            # conda's "name 1.2.3" form
+            parts = spec.split()
+            if re.match(r"^\d[\w.+]*$", parts[0]):
+                version, pinned = parts[0], True
+    from_var = bool(_VAR_RE.search(spec))
+    return PackageSpec(
+        word.value,
+        word,
+        canonical_name(name),
+        specifier=spec,
+        version=version,
+        pinned=pinned or from_var,
+        version_from_variable=from_var,
+        channel=channel,
+    )
+
+
+def _pip(cmd: Command, words: list[Word], tool: str | None = None) -> Install | None:
+    options, positional = _split_options(words, PIP_VALUE_OPTIONS)
+    if not positional or positional[0].value not in ("install", "sync"):
+        return None
+    install = Install("pip", tool or cmd.name, cmd, options=options)
+    install.requirement_files = options.get("-r", []) + options.get("--requirement", [])
+    install.constraint_files = options.get("-c", []) + options.get("--constraint", [])
+    install.index_urls = options.get("-i", []) + options.get("--index-url", [])
+    install.extra_index_urls = options.get("--extra-index-url", [])
+    install.find_links = options.get("-f", []) + options.get("--find-links", [])
+    install.editables = options.get("-e", []) + options.get("--editable", [])
+    if positional[0].value == "sync":
+        install.requirement_files.extend(w.value for w in positional[1:])
+        return install
+    for word in positional[1:]:
+        install.packages.append(parse_pip_spec(word))
+    _attach_lost_constraints(install)
+    return install
+
+
+def parse_pip_spec(word: Word) -> PackageSpec:
+    """One pip requirement as written on a command line or in a requirements file."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion, Version
+
+    text = word.value.strip()
+    from_var = bool(_VAR_RE.search(text))
+    parse_text = _VAR_RE.sub("0", text) if from_var else text
+    lowered = parse_text.lower()
+    if re.match(r"^(git|hg|svn|bzr)\+", lowered):
+        return _vcs_spec(word, text, None)
+    if lowered.startswith(("http://", "https://", "file:")):
+        return _url_spec(word, text, None)
+    if parse_text.startswith((".", "/", "~")) or parse_text.endswith((".whl", ".tar.gz", ".zip")):
+        base = os.path.basename(parse_text.rstrip("/"))
+        wheel = _WHEEL_RE.match(base) or _SDIST_RE.match(base)
+        if wheel:
+            return PackageSpec(
+                text,
+                word,
+                canonical_name(wheel.group("name")),
+                kind="path",
+                version=wheel.group("version"),
+                pinned=True,
+            )
+        return PackageSpec(text, word, None, kind="path", pinned=True)
+    try:
+        req = Requirement(parse_text)
+    except InvalidRequirement:
+        return PackageSpec(text, word, None, kind="unknown")
+    name = canonical_name(req.name)
+    if req.url:
+        url_lower = req.url.lower()
+        if re.match(r"^(git|hg|svn|bzr)\+", url_lower):
+            spec = _vcs_spec(word, req.url, name)
+        else:
+            spec = _url_spec(word, req.url, name)
+        spec.raw = text
+        spec.extras = tuple(sorted(req.extras))
+        return spec
+    specifier = str(req.specifier)
+    version = None
+    pinned = False
+    local = None
+    for item in req.specifier:
+        if item.operator in ("==", "===") and "*" not in item.version:
+            pinned = True
+            version = item.version if not from_var else None
+            if version:
+                try:
+                    local = Version(version).local
+                except InvalidVersion:
+                    local = None
+    return PackageSpec(
+        text,
+        word,
+        name,
+        specifier=specifier,
+        extras=tuple(sorted(req.extras)),
+        version=version,
+        pinned=pinned,
+        local=local,
+        markers=str(req.marker) if req.marker else None,
+        version_from_variable=from_var,
+    )
+
+
+def _vcs_spec(word: Word, url: str, name: str | None) -> PackageSpec:
+    # git+https://host/org/repo.git@ref#egg=name&subdirectory=x
+    base = url.split("#", 1)[0]
+    path = base.split("://", 1)[-1]
+    ref = None
+    if "@" in path.split("/", 1)[-1]:
+        ref = path.rsplit("@", 1)[1]
+    egg = re.search(r"[#&]egg=([A-Za-z0-9_.-]+)", url)
+    if name is None and egg:
+        name = canonical_name(egg.group(1))
+    pinned = ref is not None and (bool(_SHA_RE.match(ref)) or bool(_TAG_LIKE_RE.match(ref)))
+    return PackageSpec(word.value, word, name, kind="vcs", url=url, vcs_ref=ref, pinned=pinned)
+
+
+def _url_spec(word: Word, url: str, name: str | None) -> PackageSpec:
+    filename = urllib.parse.unquote(os.path.basename(urllib.parse.urlparse(url).path))
+    match = _WHEEL_RE.match(filename) or _SDIST_RE.match(filename)
+    version = match.group("version") if match else None
+    local = version.split("+", 1)[1] if version and "+" in version else None
+    if name is None and match:
+        name = canonical_name(match.group("name"))
+    return PackageSpec(
+        word.value, word, name, kind="url", url=url, version=version, pinned=version is not None, local=local
+    )
+
+
+def _attach_lost_constraints(install: Install) -> None:
+    """``pip install torch>=2`` unquoted: the shell parsed ``>=2`` as a redirect."""
+    for redirect in install.command.redirects:
+        if redirect.op in (">", "<", ">>") and re.match(r"^=?[\d.*]", redirect.target):
+            before = [
+                p for p in install.packages if (p.word.line, p.word.column) < (redirect.line, redirect.column)
+            ]
+            if before:
+                spec = before[-1]
+                spec.lost_constraint = redirect.op + redirect.target.split()[0]

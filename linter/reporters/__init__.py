@@ -1,0 +1,36 @@
+"""Output formats. Each module has ``render(report, color=...) -> str``.
+
+Reporters only format: they never filter, sort or decide severities.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol
+
+from ..report import Report
+
+FORMATS: dict[str, str] = {
+    "tty": "tty",
+    "plain": "plain",
+    "json": "json_format",
+    "sarif": "sarif",
+    "github": "github",
+    "gitlab": "gitlab",
+    "checkstyle": "checkstyle",
+    "junit": "junit",
+}
+
+
+class Renderer(Protocol):
+    def __call__(self, report: Report, *, color: bool = False) -> str: ...
+
+
+def get_renderer(fmt: str) -> Renderer:
+    try:
+        module_name = FORMATS[fmt]
+    except KeyError:
+        raise ValueError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})") from None
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    render: Renderer = module.render
+    return render

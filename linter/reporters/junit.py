@@ -1,0 +1,71 @@
+"""JUnit XML: one test case per linted file, failing with one ``<failure>`` per finding."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from ..finding import Finding
+from ..report import Report
+
+XML_DECLARATION = '<?xml version="1.0" encoding="UTF-8"?>\n'
+
+# Characters XML 1.0 cannot carry at all, even escaped.
+_INVALID_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` with characters that XML 1.0 forbids replaced by U+FFFD."""
+    return _INVALID_XML.sub("\ufffd", text)
+
+
+def _paths(report: Report) -> list[str]:
+    """Linted files in report order, then any paths only findings mention."""
+    return list(dict.fromkeys([*report.files, *(f.path for f in report.findings)]))
+
+
+def failure_text(finding: Finding) -> str:
+    """The body of a ``<failure>``: the finding on one line, then help and fix if any."""
+    location = f"{finding.path}:{finding.line}:{finding.column}"
+    lines = [f"{location} {finding.code} [{finding.severity}] {finding.message}"]
+    if finding.help:
+        lines.append(f"help: {finding.help}")
+    if finding.fix is not None:
+        lines.append(f"fix: {finding.fix.description}")
+    if finding.url:
+        lines.append(f"docs: {finding.url}")
+    return "\n".join(lines)
+
+
+def render(report: Report, *, color: bool = False) -> str:
+    """JUnit XML with a declaration; ``color`` is ignored.
+
+    ``tests`` counts linted files and ``failures`` the files with findings
+    (a test case fails once, however many ``<failure>`` elements it holds).
+    """
+    by_path: dict[str, list[Finding]] = {}
+    for finding in report.findings:
+        by_path.setdefault(finding.path, []).append(finding)
+    paths = _paths(report)
+    suite = ET.Element(
+        "testsuite",
+        {
+            "name": "gpulint",
+            "tests": str(len(paths)),
+            "failures": str(len(by_path)),
+            "errors": "0",
+            "skipped": "0",
+        },
+    )
+    for path in paths:
+        name = xml_text(path)
+        case = ET.SubElement(suite, "testcase", {"classname": name, "name": name})
+        for finding in by_path.get(path, []):
+            failure = ET.SubElement(
+                case,
+                "failure",
+                {"message": xml_text(finding.message), "type": xml_text(finding.code)},
+            )
+            failure.text = xml_text(failure_text(finding))
+    ET.indent(suite)
+    return XML_DECLARATION + ET.tostring(suite, encoding="unicode") + "\n"

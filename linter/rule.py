@@ -1,0 +1,179 @@
+"""Rule base class and the registry every rule module adds itself to."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import textwrap
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, ClassVar
+
+from .finding import Edit, Finding, Fix, FixSafety, Severity
+
+if TYPE_CHECKING:
+    from .context import LintContext
+    from .dockerfile import Instruction
+
+
+class Rule:
+    """One check. Subclasses set the metadata and implement :meth:`check`.
+
+    ``check`` looks at the model in ``ctx`` (never at raw lines) and yields
+    findings made with :meth:`finding`. Rules never print.
+    """
+
+    code: ClassVar[str]
+    slug: ClassVar[str]
+    severity: ClassVar[Severity]
+    summary: ClassVar[str]
+    what: ClassVar[str]
+    why: ClassVar[str]
+    example: ClassVar[str]
+    instead: ClassVar[str]
+    fix_safety: ClassVar[FixSafety] = FixSafety.NONE
+    enabled_by_default: ClassVar[bool] = True
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    # -- helpers for rule authors ---------------------------------------
+    def finding(
+        self,
+        ctx: LintContext,
+        message: str,
+        *,
+        instruction: Instruction | None = None,
+        line: int | None = None,
+        column: int = 1,
+        end_line: int | None = None,
+        end_column: int | None = None,
+        help: str | None = None,
+        fix: Fix | None = None,
+        severity: Severity | None = None,
+        path: str | None = None,
+    ) -> Finding:
+        if line is None:
+            if instruction is None:
+                raise ValueError("a finding needs a line or an instruction")
+            line = instruction.line
+            if end_line is None:
+                end_line = instruction.end_line
+        return Finding(
+            code=self.code,
+            slug=self.slug,
+            severity=severity or self.severity,
+            message=message,
+            path=path or ctx.path,
+            line=line,
+            column=column,
+            end_line=end_line,
+            end_column=end_column,
+            help=help if help is not None else first_line(self.instead),
+            fix=fix,
+        )
+
+    def finding_at(
+        self, path: str, line: int, message: str, column: int = 1, help: str | None = None
+    ) -> Finding:
+        """A finding at an explicit place (another file, or a place without an instruction)."""
+        return Finding(
+            code=self.code,
+            slug=self.slug,
+            severity=self.severity,
+            message=message,
+            path=path,
+            line=line,
+            column=column,
+            help=help if help is not None else first_line(self.instead),
+        )
+
+    @classmethod
+    def docs(cls) -> str:
+        """The documentation `gpulint explain` prints."""
+        parts = [
+            f"{cls.code} {cls.slug} ({cls.severity}; fix: {cls.fix_safety}"
+            + ("" if cls.enabled_by_default else "; off by default")
+            + ")",
+            "",
+            "## What it does",
+            dedent(cls.what),
+            "",
+            "## Why is this bad?",
+            dedent(cls.why),
+            "",
+            "## Example",
+            "```dockerfile",
+            dedent(cls.example),
+            "```",
+            "",
+            "## Use instead",
+            dedent(cls.instead),
+        ]
+        return "\n".join(parts).rstrip() + "\n"
+
+
+def dedent(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+def first_line(text: str) -> str:
+    for line in dedent(text).splitlines():
+        if line.strip() and not line.startswith("```"):
+            return line.strip()
+    return ""
+
+
+def make_fix(description: str, safety: FixSafety, *edits: Edit) -> Fix:
+    return Fix(description=description, safety=safety, edits=tuple(edits))
+
+
+_REGISTRY: dict[str, type[Rule]] = {}
+_LOADED = False
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    """Class decorator: add a rule to the registry."""
+    for attr in ("code", "slug", "severity", "summary", "what", "why", "example", "instead"):
+        if not getattr(cls, attr, None):
+            raise TypeError(f"rule {cls.__name__} lacks {attr}")
+    if cls.code in _REGISTRY and _REGISTRY[cls.code] is not cls:
+        raise TypeError(f"duplicate rule code {cls.code}")
+    _REGISTRY[cls.code] = cls
+    return cls
+
+
+def all_rules() -> list[type[Rule]]:
+    """Every registered rule, sorted by code (imports gpulint.rules once)."""
+    global _LOADED
+    if not _LOADED:
+        package = importlib.import_module("gpulint.rules")
+        for info in pkgutil.iter_modules(package.__path__):
+            if not info.name.startswith("_"):
+                importlib.import_module(f"gpulint.rules.{info.name}")
+        _LOADED = True
+    return [_REGISTRY[code] for code in sorted(_REGISTRY)]
+
+
+def find_rule(name: str) -> type[Rule] | None:
+    """A rule by code (case-insensitive) or slug."""
+    key = name.strip()
+    for cls in all_rules():
+        if cls.code.lower() == key.lower() or cls.slug == key.lower():
+            return cls
+    return None
+
+
+def matches(cls: type[Rule], selector: str) -> bool:
+    """True if a select/ignore entry (code, code prefix, slug or ALL) names this rule."""
+    sel = selector.strip()
+    if not sel:
+        return False
+    if sel.upper() == "ALL":
+        return True
+    if sel.lower() == cls.slug:
+        return True
+    return cls.code.upper().startswith(sel.upper()) and sel.upper().startswith("GL")
+
+
+def selector_known(selector: str) -> bool:
+    return any(matches(cls, selector) for cls in all_rules())

@@ -1,0 +1,1 @@
+"""gpulint rules, one module per family; facts tables in data/."""
