@@ -1,4 +1,5 @@
-"""The build context: which context file a path inside the image came from, and requirements files."""
+"""The build context: which context file a path inside the image came from, and the
+requirements, constraints and conda environment files an install reads from it."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ from pathlib import Path
 
 from .context import LintContext
 from .dockerfile import Instruction, Stage
-from .installers import PackageSpec, parse_pip_spec
-from .shell import Word
+from .installers import Install, PackageSpec, _conda_spec, parse_pip_spec
+from .shell import Command, Word
 
 MAX_REQUIREMENTS_BYTES = 1024 * 1024
 MAX_INCLUDE_DEPTH = 10
+_GLOB_CHARS = ("*", "?", "[")
+# per-requirement options pip accepts after a requirement in a requirements file
+_LINE_OPTION_RE = re.compile(r"\s+--?(hash|global-option|config-settings|install-option|C)\b.*$")
+_ENV_FILE_SUFFIXES = (".yml", ".yaml")
 
 
 def workdir_at(stage: Stage, instr: Instruction) -> str:
@@ -42,21 +47,20 @@ def _copy_parts(instr: Instruction) -> tuple[list[str], str] | None:
 
 
 def context_file_for(ctx: LintContext, stage: Stage, instr: Instruction, image_path: str) -> Path | None:
-    """The file in the build context that ends up at ``image_path`` when ``instr`` runs."""
+    """The file (or directory) in the build context that is at ``image_path`` when ``instr`` runs."""
     if ctx.context_dir is None:
         return None
     root = ctx.context_dir
     workdir = workdir_at(stage, instr)
     target = posixpath.normpath(posixpath.join(workdir, image_path))
-    # RUN --mount=type=bind,source=x,target=y
+    # RUN --mount=type=bind,source=x,target=y: the source (file or directory) is at the target
     for mount in instr.flags.get("mount", []):
         opts = dict(part.partition("=")[::2] for part in mount.split(","))
         if opts.get("type") == "bind" and "from" not in opts:
-            mount_target = posixpath.normpath(
-                posixpath.join(workdir, opts.get("target", opts.get("dst", "")))
-            )
-            source = opts.get("source", opts.get("src", "."))
-            found = _map(root, source, mount_target, target, is_dir_dest=True)
+            raw_target = opts.get("target", opts.get("dst", opts.get("destination", "")))
+            mount_target = posixpath.normpath(posixpath.join(workdir, instr.expand(raw_target).text))
+            source = instr.expand(opts.get("source", opts.get("src", "."))).text
+            found = _map(root, source, mount_target, target, is_dir_dest=False)
             if found is not None:
                 return found
     candidate: Path | None = None
@@ -69,25 +73,54 @@ def context_file_for(ctx: LintContext, stage: Stage, instr: Instruction, image_p
         if parts is None:
             continue
         sources, dest = parts
-        dest_abs = posixpath.normpath(posixpath.join(workdir_at(stage, item), dest))
-        dest_is_dir = dest.endswith("/") or len(sources) > 1
-        for source in sources:
+        dest_abs = posixpath.normpath(posixpath.join(workdir_at(item_stage(ctx, item, stage), item), dest))
+        expanded = [match for source in sources for match in _expand_source(root, source)]
+        dest_is_dir = dest.endswith("/") or len(expanded) > 1 or any(_is_glob(s) for s in sources)
+        for source in expanded:
             found = _map(root, source, dest_abs, target, is_dir_dest=dest_is_dir)
             if found is not None:
                 candidate = found  # a later COPY overwrites an earlier one
     return candidate
 
 
+def item_stage(ctx: LintContext, item: Instruction, default: Stage) -> Stage:
+    stage = ctx.stage_of(item)
+    return stage if stage is not None else default
+
+
+def _is_glob(source: str) -> bool:
+    return any(ch in source for ch in _GLOB_CHARS)
+
+
+def _expand_source(root: Path, source: str) -> list[str]:
+    """A COPY source, with wildcards expanded against the build context (context-relative paths)."""
+    if source.startswith(("http://", "https://", "git@")):
+        return []
+    if not _is_glob(source):
+        return [source]
+    try:
+        base = root.resolve()
+        matches = sorted(base.glob(source.lstrip("/")))
+    except (OSError, ValueError, NotImplementedError):
+        return []
+    out = []
+    for match in matches:
+        if base in match.resolve().parents:
+            out.append(match.relative_to(base).as_posix())
+    return out
+
+
 def _map(root: Path, source: str, dest: str, target: str, is_dir_dest: bool) -> Path | None:
-    if "*" in source or "?" in source or source.startswith(("http://", "https://", "git@")):
-        return None
     src = _inside(root, source)
     if src is None or not src.exists():
         return None
     if src.is_dir():
-        if target == dest or target.startswith(dest.rstrip("/") + "/"):
+        if target == dest:
+            return src
+        if target.startswith(dest.rstrip("/") + "/"):
             rel = posixpath.relpath(target, dest)
-            return _inside(root, os.path.join(source, rel))
+            found = _inside(root, os.path.join(source, rel))
+            return found if found is not None and found.exists() else None
         return None
     file_dest = posixpath.join(dest, posixpath.basename(source)) if is_dir_dest or _looks_dir(dest) else dest
     if file_dest == target or (dest == target and not is_dir_dest):
@@ -111,6 +144,20 @@ def _inside(root: Path, relative: str) -> Path | None:
     return path
 
 
+def display_path(ctx: LintContext, local: Path) -> str:
+    """A context file's path as the user named the context: ``docker/requirements.txt``."""
+    if ctx.context_dir is not None:
+        try:
+            rel = local.resolve().relative_to(ctx.context_dir.resolve())
+        except ValueError:
+            return str(local)
+        return (ctx.context_dir / rel).as_posix() if str(ctx.context_dir) not in ("", ".") else rel.as_posix()
+    return str(local)
+
+
+# -- requirements files ------------------------------------------------------
+
+
 @dataclass
 class RequirementsFile:
     path: Path
@@ -120,24 +167,26 @@ class RequirementsFile:
     constraint_files: list[RequirementsFile] = field(default_factory=list)
 
 
-def read_requirements(
-    path: Path, display: str, depth: int = 0, seen: set[Path] | None = None
-) -> RequirementsFile | None:
-    """Parse a pip requirements file with its ``-r``/``-c`` includes (relative to it)."""
-    seen = seen if seen is not None else set()
+def _read_text(path: Path, seen: set[Path], depth: int) -> str | None:
     try:
         resolved = path.resolve()
-        if resolved in seen or depth > MAX_INCLUDE_DEPTH or path.stat().st_size > MAX_REQUIREMENTS_BYTES:
+        if resolved in seen or depth > MAX_INCLUDE_DEPTH or not path.is_file():
+            return None
+        if path.stat().st_size > MAX_REQUIREMENTS_BYTES:
             return None
         seen.add(resolved)
-        text = path.read_text("utf-8")
+        return path.read_text("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    result = RequirementsFile(path, display, text)
-    logical: list[tuple[int, int, str]] = []  # (line, column, text)
+
+
+def _logical_lines(text: str) -> list[tuple[int, int, str]]:
+    """(line, column, text) of each logical line: continuations joined, comments removed."""
+    logical: list[tuple[int, int, str]] = []
     pending = ""
     start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines()
+    for number, raw in enumerate(lines, start=1):
         line = raw if not pending else raw.lstrip()
         if not pending:
             start = number
@@ -148,17 +197,34 @@ def read_requirements(
         pending = ""
         stripped = re.sub(r"(^|\s)#.*$", "", full).strip()
         if stripped:
-            column = len(raw) - len(raw.lstrip()) + 1 if start == number else 1
+            first = lines[start - 1]
+            column = len(first) - len(first.lstrip()) + 1
             logical.append((start, column, stripped))
-    for number, column, line in logical:
+    return logical
+
+
+def read_requirements(
+    path: Path, display: str, depth: int = 0, seen: set[Path] | None = None
+) -> RequirementsFile | None:
+    """Parse a pip requirements file with its ``-r``/``-c`` includes (relative to it)."""
+    seen = seen if seen is not None else set()
+    text = _read_text(path, seen, depth)
+    if text is None:
+        return None
+    result = RequirementsFile(path, display, text)
+    for number, column, line in _logical_lines(text):
         if line.startswith("-"):
             option, _, value = line.partition(" ")
             if "=" in option:
                 option, _, value = option.partition("=")
+            elif len(option) > 2 and option[:2] in ("-r", "-c") and not option.startswith("--"):
+                option, value = option[:2], option[2:]
             value = value.strip()
             if option in ("-r", "--requirement", "-c", "--constraint") and value:
                 include = path.parent / value
-                child = read_requirements(include, str(Path(display).parent / value), depth + 1, seen)
+                child = read_requirements(
+                    include, posixpath.join(posixpath.dirname(display), value), depth + 1, seen
+                )
                 if child is not None:
                     if option in ("-c", "--constraint"):
                         result.constraint_files.append(child)
@@ -166,7 +232,197 @@ def read_requirements(
                         result.specs.extend(child.specs)
                         result.constraint_files.extend(child.constraint_files)
             continue
+        line = _LINE_OPTION_RE.sub("", line)
         spec = parse_pip_spec(Word(line, line, number, column))
         spec.source = display
         result.specs.append(spec)
     return result
+
+
+# -- conda environment and spec files ----------------------------------------
+
+
+@dataclass
+class CondaFile:
+    path: Path
+    display: str
+    conda_specs: list[PackageSpec] = field(default_factory=list)
+    pip: RequirementsFile | None = None  # the `pip:` section of an environment.yml
+
+
+def read_conda_file(path: Path, display: str) -> CondaFile | None:
+    """An environment.yml (conda and pip dependencies, with lines) or a conda spec list (``--file``)."""
+    text = _read_text(path, set(), 0)
+    if text is None:
+        return None
+    result = CondaFile(path, display)
+    if path.suffix.lower() in _ENV_FILE_SUFFIXES:
+        _read_environment_yaml(result, text)
+        return result
+    for number, column, line in _logical_lines(text):
+        if line.startswith("@") or line.startswith("-"):
+            continue
+        if re.match(r"^(https?|file)://", line):
+            continue  # @EXPLICIT lists: exact package URLs
+        spec = _conda_spec(Word(_conda_space_form(line), line, number, column))
+        spec.source = display
+        result.conda_specs.append(spec)
+    return result
+
+
+def _conda_space_form(text: str) -> str:
+    """``pytorch 2.1.0`` (a MatchSpec with a bare version) -> ``pytorch==2.1.0``."""
+    match = re.match(r"^([A-Za-z0-9_.:-]+)\s+(\d[\w.+]*)(\s+\S+)?$", text.strip())
+    if match and not match.group(2).endswith("*"):
+        return f"{match.group(1)}=={match.group(2)}"
+    return text.strip()
+
+
+def _read_environment_yaml(result: CondaFile, text: str) -> None:
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return
+    if not isinstance(root, yaml.MappingNode):
+        return
+    deps = next(
+        (v for k, v in root.value if isinstance(k, yaml.ScalarNode) and k.value == "dependencies"), None
+    )
+    if not isinstance(deps, yaml.SequenceNode):
+        return
+    for item in deps.value:
+        if isinstance(item, yaml.ScalarNode):
+            line, column = item.start_mark.line + 1, item.start_mark.column + 1
+            value = str(item.value)
+            spec = _conda_spec(Word(_conda_space_form(value), value, line, column))
+            spec.source = result.display
+            result.conda_specs.append(spec)
+        elif isinstance(item, yaml.MappingNode):
+            for key, value_node in item.value:
+                if not (isinstance(key, yaml.ScalarNode) and key.value == "pip"):
+                    continue
+                if isinstance(value_node, yaml.SequenceNode):
+                    result.pip = _pip_section(result, value_node)
+
+
+def _pip_section(result: CondaFile, node: object) -> RequirementsFile:
+    import yaml
+
+    pip = RequirementsFile(result.path, result.display, "")
+    assert isinstance(node, yaml.SequenceNode)
+    for entry in node.value:
+        if not isinstance(entry, yaml.ScalarNode):
+            continue
+        line, column = entry.start_mark.line + 1, entry.start_mark.column + 1
+        text = str(entry.value).strip()
+        if text.startswith("-"):
+            option, _, value = text.partition(" ")
+            value = value.strip()
+            if option in ("-r", "--requirement", "-c", "--constraint") and value:
+                child = read_requirements(
+                    result.path.parent / value, posixpath.join(posixpath.dirname(result.display), value)
+                )
+                if child is not None:
+                    if option in ("-c", "--constraint"):
+                        pip.constraint_files.append(child)
+                    else:
+                        pip.specs.extend(child.specs)
+                        pip.constraint_files.extend(child.constraint_files)
+            continue
+        text = _LINE_OPTION_RE.sub("", text)
+        spec = parse_pip_spec(Word(text, text, line, column))
+        spec.source = result.display
+        pip.specs.append(spec)
+    return pip
+
+
+# -- what one install command installs ---------------------------------------
+
+
+@dataclass
+class PipSources:
+    """Everything one pip install command installs: its own specs plus its -r files."""
+
+    specs: list[PackageSpec]
+    constraint_pins: set[str]
+    files: list[RequirementsFile]
+    constraint_sources: dict[str, str] = field(default_factory=dict)  # name -> file that pins it
+
+
+def _env(instr: Instruction, cmd: Command | None, name: str) -> str | None:
+    if cmd is not None and name in cmd.assignments:
+        return cmd.assignments[name]
+    return instr.scope.get(name)
+
+
+def pip_sources(ctx: LintContext, stage: Stage, instr: Instruction, install: Install) -> PipSources:
+    """The specs a pip/uv install installs (command line and -r files) and what constrains them."""
+    specs = list(install.packages)
+    files: list[RequirementsFile] = []
+    constraint_files: list[RequirementsFile] = []
+    constraint_paths = list(install.constraint_files)
+    constraint_paths += install.options.get("--override", [])
+    env_name = "UV_CONSTRAINT" if install.tool == "uv" else "PIP_CONSTRAINT"
+    from_env = _env(instr, install.command, env_name)
+    if from_env:
+        constraint_paths += from_env.split()
+    if install.tool == "uv":
+        overrides = _env(instr, install.command, "UV_OVERRIDE")
+        if overrides:
+            constraint_paths += overrides.split()
+    for image_path, kind in [(p, "r") for p in install.requirement_files] + [
+        (p, "c") for p in constraint_paths
+    ]:
+        local = context_file_for(ctx, stage, instr, image_path)
+        if local is None or not local.is_file():
+            continue
+        parsed = read_requirements(local, display_path(ctx, local))
+        if parsed is None:
+            continue
+        if kind == "r":
+            files.append(parsed)
+            specs.extend(parsed.specs)
+            constraint_files.extend(parsed.constraint_files)
+        else:
+            constraint_files.append(parsed)
+            constraint_files.extend(parsed.constraint_files)
+    sources = {
+        spec.name: cf.display for cf in constraint_files for spec in cf.specs if spec.name and spec.pinned
+    }
+    return PipSources(specs, set(sources), files, sources)
+
+
+def conda_files(ctx: LintContext, stage: Stage, instr: Instruction, cmd: Command) -> list[CondaFile]:
+    """The environment.yml / spec files a conda, mamba or micromamba command installs from."""
+    if cmd.name not in ("conda", "mamba", "micromamba"):
+        return []
+    values = cmd.arg_values
+    words = [v for v in values if not v.startswith("-")]
+    if not words:
+        return []
+    verbs = words[:2]
+    if verbs[0] == "env" and len(verbs) > 1 and verbs[1] in ("create", "update"):
+        default = ["environment.yml"]
+    elif verbs[0] in ("install", "create", "update"):
+        default = []
+    else:
+        return []
+    paths: list[str] = []
+    for i, value in enumerate(values):
+        if value in ("-f", "--file") and i + 1 < len(values):
+            paths.append(values[i + 1])
+        elif value.startswith("--file="):
+            paths.append(value.split("=", 1)[1])
+        elif value.startswith("-f") and len(value) > 2 and not value.startswith("--"):
+            paths.append(value[2:])
+    out = []
+    for image_path in paths or default:
+        local = context_file_for(ctx, stage, instr, image_path)
+        if local is None or not local.is_file():
+            continue
+        parsed = read_conda_file(local, display_path(ctx, local))
+        if parsed is not None:
+            out.append(parsed)
+    return out

@@ -1,4 +1,8 @@
-"""The command line: ``gpulint [OPTIONS] [PATH...]``, ``gpulint rules``, ``gpulint explain``."""
+"""The command line: ``gpulint [OPTIONS] [PATH...]``, ``gpulint rules``, ``gpulint explain``.
+
+Kept cheap to import: the rule modules, the Dockerfile parser and the reporters (rich for
+``tty``) are imported only when a command needs them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -21,8 +27,11 @@ from .config import (
     parse_fail_on,
     parse_severity_map,
 )
-from .engine import InputError, LintResult, RuleCrash, lint, read_source
 from .finding import Finding, Severity
+
+if TYPE_CHECKING:
+    from .engine import LintResult
+    from .report import Report
 
 FORMAT_CHOICES = ("tty", "plain", "json", "sarif", "github", "gitlab", "checkstyle", "junit")
 FAIL_LEVEL = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
@@ -44,6 +53,15 @@ def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
             raise UserError(f"{what} must look like KEY=VALUE, not {value!r}")
         out[key.strip()] = val
     return out
+
+
+def _check_rule_names(option: str, names: Sequence[str]) -> None:
+    """Unknown rule names on the command line are a usage error (in config files: GL002)."""
+    from .rule import selector_known
+
+    for name in names:
+        if not selector_known(name):
+            raise UserError(f"{option}: unknown rule {name!r} (see `gpulint rules`)")
 
 
 @click.command(
@@ -100,13 +118,20 @@ def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
     "--config", "config_file", type=click.Path(dir_okay=False), default=None, help="Use this config file."
 )
 @click.option("--no-config", is_flag=True, help="Ignore config files.")
+@click.option(
+    "--force-exclude",
+    is_flag=True,
+    help="Apply the config's exclude also to files named on the command line (for pre-commit).",
+)
 @click.option("--no-color", is_flag=True, help="No colours (also NO_COLOR=1).")
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary line.")
 @click.option("--statistics", is_flag=True, help="Counts per rule instead of findings.")
 @click.option("--stdin-filename", default=None, help="Name to report for '-' (stdin).")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.version_option(__version__, "--version", prog_name="gpulint", message="%(prog)s %(version)s")
+@click.pass_context
 def lint_command(
+    ctx: click.Context,
     paths: tuple[str, ...],
     formats: tuple[str, ...],
     outputs: tuple[str, ...],
@@ -121,28 +146,39 @@ def lint_command(
     build_args: tuple[str, ...],
     config_file: str | None,
     no_config: bool,
+    force_exclude: bool,
     no_color: bool,
     quiet: bool,
     statistics: bool,
     stdin_filename: str | None,
     debug: bool,
-) -> int:
+) -> NoReturn:
     """Lint GPU/CUDA Dockerfiles: PATH may be a file, a directory (searched recursively) or - for stdin."""
+    from .engine import InputError, lint, read_source
+
+    # -- everything the command line says is checked before any file is read --------
     overrides: dict[str, object] = {}
     if select:
-        overrides["select"] = _split(select)
-    if extend_select:
-        overrides["extend_select"] = _split(extend_select)
+        cli_select = _split(select)
+        _check_rule_names("--select", cli_select)
+        overrides["select"] = cli_select
+    cli_extend = _split(extend_select)
+    cli_ignore = _split(ignore)
+    _check_rule_names("--extend-select", cli_extend)
+    _check_rule_names("--ignore", cli_ignore)
     if fail_on is not None:
         overrides["fail_on"] = parse_fail_on(fail_on)
     if min_driver is not None:
         overrides["min_driver"] = parse_driver(min_driver)
+        overrides["min_driver_source"] = "cli"
     severity_overrides = (
         parse_severity_map(_pairs(severities, "--severity"), "--severity") if severities else {}
     )
+    _check_rule_names("--severity", list(severity_overrides))
     cli_args = _pairs(build_args, "--build-arg")
-    if len(outputs) > max(len(formats), 1):
-        raise UserError("more -o/--output files than --format options")
+    if context_dir is not None and not Path(context_dir).is_dir():
+        raise UserError(f"--context {context_dir}: no such directory")
+    reports = _report_targets(ctx, formats, outputs)
 
     fixed_config: Config | None = None
     if no_config:
@@ -150,57 +186,83 @@ def lint_command(
     elif config_file:
         fixed_config = load_config(Path(config_file))
 
-    files = _collect(paths or (".",), fixed_config)
-    results: list[LintResult] = []
-    errors = 0
-    configs_cache: dict[Path, Config] = {}
-    for path in files:
-        config = fixed_config if fixed_config is not None else _config_for(path, configs_cache)
+    def configure(config: Config) -> Config:
+        """The command line over a config file."""
         config = config.merged(**overrides)
-        if ignore:
-            config = config.merged(ignore=config.ignore + _split(ignore))
+        if cli_extend:
+            config = config.merged(extend_select=config.extend_select + cli_extend)
+        if cli_ignore:
+            config = config.merged(ignore=config.ignore + cli_ignore)
         if severity_overrides:
             config = config.merged(severity={**config.severity, **severity_overrides})
+        return config
+
+    finder = _ConfigFinder(fixed_config, stdin_filename)
+    if not paths and stdin_filename is not None:
+        paths = ("-",)
+    files = _collect(paths or (".",), finder, force_exclude)
+
+    results: list[tuple[LintResult, Config]] = []
+    errors = 0
+    stdin_data: bytes | None = None
+    for path in files:
+        config = configure(finder.config_for(path))
         try:
             if path == "-":
-                data = sys.stdin.buffer.read()
                 from .dockerfile import DockerfileError, decode
 
+                if stdin_data is None:
+                    stdin_data = sys.stdin.buffer.read()
                 name = stdin_filename or "-"
                 try:
-                    text = decode(data, name)
+                    text = decode(stdin_data, name)
                 except DockerfileError as exc:
                     raise InputError(str(exc)) from None
-                result = lint(
-                    name,
-                    text,
-                    config,
-                    cli_args,
-                    target,
-                    context_dir or (str(Path(name).parent) if stdin_filename else None),
-                )
+                stdin_context = str(Path(name).parent) if stdin_filename else None
+                result = lint(name, text, config, cli_args, target, context_dir or stdin_context)
             else:
                 text = read_source(path)
                 result = lint(path, text, config, cli_args, target, context_dir)
         except InputError as exc:
+            if debug:
+                raise
             click.echo(f"gpulint: error: {exc}", err=True)
             errors += 1
             continue
-        results.append(result)
+        results.append((result, config))
 
-    findings = _dedupe([f for r in results for f in r.findings])
+    findings = _dedupe([f for r, _ in results for f in r.findings])
+    code = 2 if errors else _exit_code(results)
+    report = _build_report(findings, [r for r, _ in results], configure(fixed_config or Config()))
+    try:
+        _emit(report, reports, no_color, quiet, statistics)
+    except BrokenPipeError:
+        _silence_stdout()
+    ctx.exit(code)
+
+
+def _exit_code(results: list[tuple[LintResult, Config]]) -> int:
+    """1 if a finding reaches the fail-on level of the config its file was linted with."""
+    for result, config in results:
+        if config.fail_on == "never":
+            continue
+        level = FAIL_LEVEL[config.fail_on]
+        if any(f.severity >= level for f in result.findings):
+            return 1
+    return 0
+
+
+def _build_report(findings: list[Finding], results: list[LintResult], base_config: Config) -> Report:
+    from .engine import is_enabled
+    from .report import Report, RuleInfo
+    from .rule import all_rules
+
     sources = {r.path: r.text for r in results}
     for f in findings:
         if f.path not in sources:
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 sources[f.path] = Path(f.path).read_text("utf-8")
-    from .report import Report, RuleInfo
-    from .rule import all_rules
-
-    base_config = (fixed_config or Config()).merged(**overrides)
-    from .engine import is_enabled
-
-    report = Report(
+    return Report(
         findings=findings,
         files=[r.path for r in results],
         sources=sources,
@@ -212,26 +274,6 @@ def lint_command(
         ],
         tool_version=__version__,
     )
-    _emit(report, formats, outputs, no_color, quiet, statistics)
-
-    if errors:
-        return 2
-    threshold = (
-        base_config.fail_on
-        if fixed_config is not None or fail_on is not None
-        else _fail_on(results, configs_cache, base_config)
-    )
-    if threshold == "never":
-        return 0
-    level = FAIL_LEVEL[threshold]
-    return 1 if any(f.severity >= level for f in findings) else 0
-
-
-def _fail_on(results: list[LintResult], cache: dict[Path, Config], default: Config) -> str:
-    # With per-directory configs, the strictest fail-on among the linted files applies.
-    levels = [c.fail_on for c in cache.values()] or [default.fail_on]
-    order = ["info", "warning", "error", "never"]
-    return min(levels, key=order.index)
 
 
 def _dedupe(findings: list[Finding]) -> list[Finding]:
@@ -245,101 +287,250 @@ def _dedupe(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def _config_for(path: str, cache: dict[Path, Config]) -> Config:
-    start = Path.cwd() if path == "-" else Path(path).parent
-    found = find_config(start)
-    if found is None:
-        return Config()
-    if found not in cache:
-        cache[found] = load_config(found)
-    return cache[found]
+def _display_path(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it (as findings show paths)."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
-def _collect(paths: Sequence[str], fixed_config: Config | None) -> list[str]:
+@dataclass
+class _ConfigFinder:
+    """The config for each linted file: ``--config``/``--no-config``, else the nearest one above it."""
+
+    fixed: Config | None
+    stdin_filename: str | None = None
+    _by_file: dict[Path, Config] = field(default_factory=dict)
+    _by_dir: dict[Path, Path | None] = field(default_factory=dict)
+
+    def config_for(self, path: str) -> Config:
+        if self.fixed is not None:
+            return self.fixed
+        if path == "-":
+            start = Path(self.stdin_filename).parent if self.stdin_filename else Path(".")
+        else:
+            start = Path(path).parent
+        try:
+            directory = start.resolve()
+        except OSError:
+            directory = Path.cwd()
+        while not directory.is_dir() and directory != directory.parent:
+            directory = directory.parent  # --stdin-filename may name a folder that does not exist
+        if directory not in self._by_dir:
+            self._by_dir[directory] = find_config(directory)
+        found = self._by_dir[directory]
+        if found is None:
+            return Config()
+        if found not in self._by_file:
+            self._by_file[found] = load_config(Path(_display_path(found)))
+        return self._by_file[found]
+
+    def excluded(self, path: Path) -> bool:
+        from .engine import path_matches
+
+        config = self.config_for(str(path))
+        if not config.exclude:
+            return False
+        root = config.root or Path.cwd().resolve()
+        return any(path_matches(str(path), pattern, root) for pattern in config.exclude)
+
+
+def _collect(paths: Sequence[str], finder: _ConfigFinder, force_exclude: bool) -> list[str]:
     from .discovery import find_files, is_compose_name
 
     files: list[str] = []
     for raw in paths:
         if raw == "-":
-            files.append("-")
+            if "-" not in files:
+                files.append("-")
             continue
         path = Path(raw)
         if path.is_dir():
-            exclude = fixed_config.exclude if fixed_config else _config_for(str(path / "x"), {}).exclude
-            found = find_files(path, exclude)
+            found = find_files(path, finder.excluded)
             if not found:
                 click.echo(f"gpulint: warning: no Dockerfiles found under {raw}", err=True)
             files.extend(str(p) for p in found)
         elif not path.exists():
             raise UserError(f"{raw}: no such file or directory")
+        elif force_exclude and finder.excluded(path):
+            continue
         elif is_compose_name(path.name) or path.suffix in (".yml", ".yaml"):
             raise UserError(f"{raw}: compose and Kubernetes files are not supported yet (Dockerfiles only)")
         else:
             files.append(raw)
-    return files
+    return list(dict.fromkeys(files))  # a file named twice is linted once
 
 
-def _emit(
-    report: object,
-    formats: tuple[str, ...],
-    outputs: tuple[str, ...],
-    no_color: bool,
-    quiet: bool,
-    statistics: bool,
-) -> None:
-    from .report import Report
+# -- output ------------------------------------------------------------------------------
+
+
+def _value_options() -> set[str]:
+    """Option strings of lint_command that take a value (their value is never an option)."""
+    out: set[str] = set()
+    for param in lint_command.params:
+        if isinstance(param, click.Option) and not param.is_flag and not param.count:
+            out.update(param.opts)
+    return out
+
+
+def _format_output_order(argv: Sequence[str]) -> list[tuple[str, str]]:
+    """``("format"|"output", value)`` for each --format and -o, in command-line order."""
+    takes_value = _value_options()
+    order: list[tuple[str, str]] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        following = argv[i + 1] if i + 1 < len(argv) else ""
+        if token == "--":
+            break
+        name, eq, value = token.partition("=")
+        if token.startswith("--") and eq:
+            if name == "--format":
+                order.append(("format", value))
+            elif name == "--output":
+                order.append(("output", value))
+            i += 1
+            continue
+        if token == "--format":
+            order.append(("format", following))
+            i += 2
+            continue
+        if token in ("-o", "--output"):
+            order.append(("output", following))
+            i += 2
+            continue
+        if token.startswith("-") and not token.startswith("--") and len(token) > 2:
+            # a cluster of short options: -qo FILE, -qoFILE, -oFILE
+            letters = token[1:]
+            for k, letter in enumerate(letters):
+                if letter == "o":
+                    rest = letters[k + 1 :]
+                    order.append(("output", rest or following))
+                    i += 1 if rest else 2
+                    break
+            else:
+                i += 1
+            continue
+        i += 2 if token in takes_value else 1
+    return order
+
+
+@dataclass(frozen=True)
+class _Target:
+    fmt: str
+    path: str | None  # None: stdout
+
+
+def _report_targets(ctx: click.Context, formats: Sequence[str], outputs: Sequence[str]) -> list[_Target]:
+    """Pair each --format with the -o that follows (or precedes) it, as hadolint does."""
+    argv = ctx.obj.get("argv") if isinstance(ctx.obj, dict) else None
+    entries: list[list[str | None]] = []
+    order = _format_output_order(argv) if argv is not None else []
+    if [v for k, v in order if k == "format"] == list(formats) and [
+        v for k, v in order if k == "output"
+    ] == list(outputs):
+        for kind, value in order:
+            if kind == "format":
+                if entries and entries[-1][0] is None:
+                    entries[-1][0] = value
+                else:
+                    entries.append([value, None])
+            elif entries and entries[-1][0] is not None and entries[-1][1] is None:
+                entries[-1][1] = value
+            else:
+                entries.append([None, value])
+    else:  # called without the raw arguments: pair by position
+        for i in range(max(len(formats), len(outputs))):
+            entries.append(
+                [formats[i] if i < len(formats) else None, outputs[i] if i < len(outputs) else None]
+            )
+    if not entries:
+        return [_Target("tty" if sys.stdout.isatty() else "plain", None)]
+    targets: list[_Target] = []
+    for fmt, out in entries:
+        if fmt is None:
+            if len(entries) > 1:
+                raise UserError(f"-o/--output {out} has no --format (write --format FORMAT -o FILE)")
+            fmt = "plain"  # a file named without a format: one line per finding
+        targets.append(_Target(fmt, None if out in (None, "-") else out))
+    if sum(1 for t in targets if t.path is None) > 1:
+        raise UserError("several --format options need an -o/--output file each (one may go to stdout)")
+    seen: set[str] = set()
+    for t in targets:
+        if t.path is not None:
+            key = os.path.normcase(os.path.abspath(t.path))
+            if key in seen:
+                raise UserError(f"-o/--output {t.path} is named for two reports")
+            seen.add(key)
+    return targets
+
+
+def _emit(report: Report, targets: list[_Target], no_color: bool, quiet: bool, statistics: bool) -> None:
     from .reporters import get_renderer
 
-    assert isinstance(report, Report)
     stdout_tty = sys.stdout.isatty()
     color_ok = not no_color and not os.environ.get("NO_COLOR")
-    if statistics:
-        click.echo(_statistics(report), nl=False)
-        return
-    if quiet:
-        from .reporters.plain import render as plain
-
-        lines = plain(report).splitlines()
-        click.echo(lines[-1] if report.findings else "no findings")
-        return
-    pairs: list[tuple[str, str | None]] = []
-    if not formats:
-        pairs.append(("tty" if stdout_tty else "plain", outputs[0] if outputs else None))
-    else:
-        for i, fmt in enumerate(formats):
-            pairs.append((fmt, outputs[i] if i < len(outputs) else None))
-    if sum(1 for _, out in pairs if out is None) > 1:
-        raise UserError("several --format options need an -o/--output file each (one may go to stdout)")
-    for fmt, out in pairs:
-        color = out is None and stdout_tty and color_ok and fmt == "tty"
-        text = get_renderer(fmt)(report, color=color)
-        if out is None:
-            click.echo(text, nl=False)
+    # Files first: a report a CI step uploads must not depend on stdout still being open.
+    for target in targets:
+        if target.path is not None:
+            _write_atomic(Path(target.path), get_renderer(target.fmt)(report, color=False))
+    for target in targets:
+        if target.path is not None:
+            continue
+        if statistics:
+            click.echo(_statistics(report), nl=False)
+        elif quiet:
+            click.echo(_summary(report))
         else:
-            _write_atomic(Path(out), text)
+            color = stdout_tty and color_ok and target.fmt == "tty"
+            click.echo(get_renderer(target.fmt)(report, color=color), nl=False)
+
+
+def _summary(report: Report) -> str:
+    if not report.findings:
+        return "no findings"
+    from .reporters.plain import render as plain
+
+    return plain(report).splitlines()[-1]
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    """Write a report so that readers see the old file or the whole new one, never a part."""
     import tempfile
 
     directory = path.parent if str(path.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise UserError(f"{path}: cannot write report ({exc.strerror})") from None
+        raise UserError(f"{path}: cannot write report ({exc.strerror or exc})") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp creates the file 0600: give it the mode a plain open() would (or the old file's)
+        try:
+            mode = path.stat().st_mode & 0o777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"{path}: cannot write report ({exc.strerror})") from None
+        raise UserError(f"{path}: cannot write report ({exc.strerror or exc})") from None
 
 
-def _statistics(report: object) -> str:
-    from .report import Report
+def _silence_stdout() -> None:
+    """stdout's reader went away (``gpulint . | head``): drop the rest of the output quietly."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
-    assert isinstance(report, Report)
+
+def _statistics(report: Report) -> str:
     counts = Counter((f.code, f.slug, str(f.severity)) for f in report.findings)
     lines = [
         f"{n:5d}  {code}  {slug} [{sev}]"
@@ -348,9 +539,12 @@ def _statistics(report: object) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+# -- rules, explain ----------------------------------------------------------------------
+
+
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def rules_command(fmt: str) -> int:
+def rules_command(fmt: str) -> None:
     """List every rule: code, slug, severity, whether on by default, and fix kind."""
     from .rule import all_rules
 
@@ -374,19 +568,19 @@ def rules_command(fmt: str) -> int:
                 indent=2,
             )
         )
-        return 0
-    header = f"{'code':<6}  {'slug':<32}  {'severity':<8}  {'enabled':<7}  {'fix':<7}  summary"
-    click.echo(header)
+        return
+    width = max([len(r.slug) for r in rules] + [4])
+    click.echo(f"{'code':<6}  {'slug':<{width}}  {'severity':<8}  {'enabled':<7}  {'fix':<7}  summary")
     for r in rules:
+        enabled = "yes" if r.enabled_by_default else "no"
         click.echo(
-            f"{r.code:<6}  {r.slug:<32}  {r.severity!s:<8}  {'yes' if r.enabled_by_default else 'no':<7}  {r.fix_safety!s:<7}  {r.summary}"
+            f"{r.code:<6}  {r.slug:<{width}}  {r.severity!s:<8}  {enabled:<7}  {r.fix_safety!s:<7}  {r.summary}"
         )
-    return 0
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("rule")
-def explain_command(rule: str) -> int:
+def explain_command(rule: str) -> None:
     """Print a rule's documentation: what it does, why, an example, what to use instead."""
     from .rule import find_rule
 
@@ -394,7 +588,6 @@ def explain_command(rule: str) -> int:
     if cls is None:
         raise UserError(f"unknown rule {rule!r} (see `gpulint rules`)")
     click.echo(cls.docs(), nl=False)
-    return 0
 
 
 SUBCOMMANDS: dict[str, click.Command] = {
@@ -404,40 +597,59 @@ SUBCOMMANDS: dict[str, click.Command] = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _fail(message: str, debug: bool = False) -> int:
+    """Report an error: one line on stderr (with --debug, the traceback before it); exit code 2."""
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+    click.echo(f"gpulint: error: {_one_line(message)}", err=True)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """The console script. Always ends in SystemExit with 0, 1, 2 (or 130 on Ctrl-C)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args
+    debug = "--debug" in (args[: args.index("--")] if "--" in args else args)
     command = lint_command
     name = "gpulint"
     if args and args[0] in SUBCOMMANDS and not Path(args[0]).is_file():
         name = f"gpulint {args[0]}"
         command = SUBCOMMANDS[args.pop(0)]
+    code: int
     try:
-        code = command.main(args, prog_name=name, standalone_mode=False)
-    except click.exceptions.NoArgsIsHelpError as exc:
-        click.echo(exc.format_message(), err=True)
-        code = 2
-    except click.UsageError as exc:
-        click.echo(f"gpulint: error: {exc.format_message()}", err=True)
-        code = 2
+        result = command.main(args, prog_name=name, standalone_mode=False, obj={"argv": list(args)})
+        code = result if isinstance(result, int) else 0
     except click.exceptions.Abort:
         click.echo("gpulint: aborted", err=True)
         code = 130
-    except (UserError, ConfigError, InputError) as exc:
-        if debug:
-            raise
-        click.echo(f"gpulint: error: {exc}", err=True)
-        code = 2
-    except RuleCrash as exc:
-        if debug:
-            raise
-        click.echo(f"gpulint: error: {exc} (a bug: please report it; --debug shows the traceback)", err=True)
-        code = 2
+    except click.ClickException as exc:  # usage errors: unknown option, bad --format, missing argument
+        code = _fail(exc.format_message(), debug)
+    except (UserError, ConfigError) as exc:
+        code = _fail(str(exc), debug)
     except KeyboardInterrupt:
         code = 130
     except BrokenPipeError:
+        _silence_stdout()
         code = 0
-    sys.exit(code if isinstance(code, int) else 0)
+    except Exception as exc:
+        from .engine import InputError, RuleCrash
+
+        if isinstance(exc, InputError):
+            code = _fail(str(exc), debug)
+        elif isinstance(exc, RuleCrash):
+            code = _fail(f"{exc} (a bug: please report it; --debug shows the traceback)", debug)
+        else:
+            code = _fail(
+                f"internal error: {exc.__class__.__name__}: {exc} "
+                "(a bug: please report it; --debug shows the traceback)",
+                debug,
+            )
+    sys.exit(code)
 
 
 if __name__ == "__main__":

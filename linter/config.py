@@ -47,6 +47,12 @@ class Config:
     exclude: tuple[str, ...] = ()
     source: str | None = None  # the file it came from
     source_text: str = ""
+    min_driver_source: str | None = None  # "config" or "cli": where min_driver was set
+
+    @property
+    def root(self) -> Path | None:
+        """The directory of the config file: ``exclude`` and ``per-file-ignores`` are relative to it."""
+        return Path(self.source).resolve().parent if self.source else None
 
     def merged(self, **overrides: Any) -> Config:
         """A copy with the non-None overrides applied (CLI over config)."""
@@ -69,26 +75,64 @@ def find_config(start: Path) -> Path | None:
     return None
 
 
+# `[tool.gpulint]`, `[tool.gpulint.severity]`, `tool.gpulint.select = ...` or `gpulint.select = ...` under [tool]
+_TOOL_SECTION_RE = re.compile(
+    r"""^\s*(?:\[\s*tool\s*\.\s*["']?gpulint["']?\s*[\].]|(?:tool\s*\.\s*)?["']?gpulint["']?\s*\.)""",
+    re.M,
+)
+
+
 def _has_tool_section(path: Path) -> bool:
     try:
         text = path.read_text("utf-8")
     except (OSError, UnicodeDecodeError):
         return False
-    return re.search(r"^\s*\[tool\.gpulint\]", text, re.M) is not None
+    if _TOOL_SECTION_RE.search(text) is None:
+        return False
+    try:
+        return "gpulint" in _toml_loads(text).get("tool", {})
+    except ValueError:
+        return True  # load_config reports the broken file instead of silently skipping it
+
+
+def _toml_loads(text: str) -> dict[str, Any]:
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef,import-not-found,unused-ignore]
+        except ModuleNotFoundError:
+            raise ConfigError(
+                "reading [tool.gpulint] from pyproject.toml needs Python 3.11+ or the tomli package; "
+                "use .gpulint.yaml instead"
+            ) from None
+    data: dict[str, Any] = tomllib.loads(text)
+    return data
 
 
 def load_config(path: Path) -> Config:
     try:
         text = path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read config ({exc.__class__.__name__})") from None
-    if path.name == "pyproject.toml":
-        import tomllib
-
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory, not a config file") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: cannot read config (not UTF-8 text)") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc.strerror or exc.__class__.__name__})") from None
+    if path.suffix == ".toml":
         try:
-            data = tomllib.loads(text).get("tool", {}).get("gpulint", {})
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+            parsed = _toml_loads(text)
+        except ConfigError:
+            raise
+        except ValueError as exc:  # tomllib.TOMLDecodeError
+            raise ConfigError(f"{path}: invalid TOML: {_one_line(str(exc))}") from None
+        tool = parsed.get("tool")
+        if path.name == "pyproject.toml" or (isinstance(tool, dict) and "gpulint" in tool):
+            data = tool.get("gpulint", {}) if isinstance(tool, dict) else {}
+        else:
+            data = parsed
     else:
         import yaml
 
@@ -97,7 +141,10 @@ def load_config(path: Path) -> Config:
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
-            raise ConfigError(f"{path}: invalid YAML{where}") from None
+            problem = getattr(exc, "problem", None)
+            raise ConfigError(
+                f"{path}: invalid YAML{where}" + (f": {_one_line(problem)}" if problem else "")
+            ) from None
         if data is None:
             data = {}
     if not isinstance(data, dict):
@@ -122,9 +169,23 @@ def config_from_mapping(data: dict[str, Any], source: str, text: str = "") -> Co
     if "severity" in data:
         values["severity"] = parse_severity_map(data["severity"], source)
     if "fail-on" in data:
-        values["fail_on"] = parse_fail_on(str(data["fail-on"]), source)
+        fail_on = data["fail-on"]
+        if fail_on is False:  # YAML 1.1 reads a bare `no`/`off` as false
+            fail_on = "never"
+        if not isinstance(fail_on, str):
+            raise ConfigError(f"{source}: fail-on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
+        values["fail_on"] = parse_fail_on(fail_on, source)
     if "min-driver" in data:
-        values["min_driver"] = parse_driver(str(data["min-driver"]), source)
+        driver = data["min-driver"]
+        if isinstance(driver, float):
+            raise ConfigError(
+                f'{source}: min-driver must be a quoted string such as "535.104.05" '
+                f"(unquoted, {driver!r} is read as a number)"
+            )
+        if isinstance(driver, bool) or not isinstance(driver, (str, int)):
+            raise ConfigError(f'{source}: min-driver must be a string such as "535.104.05", not {driver!r}')
+        values["min_driver"] = parse_driver(str(driver), source)
+        values["min_driver_source"] = "config"
     if "weights-threshold" in data:
         values["weights_threshold"] = parse_size(data["weights-threshold"], source)
     if "trusted-registries" in data:
@@ -140,6 +201,9 @@ def config_from_mapping(data: dict[str, Any], source: str, text: str = "") -> Co
         args = data["build-args"]
         if not isinstance(args, dict):
             raise ConfigError(f"{source}: build-args must map names to values")
+        for k, v in args.items():
+            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                raise ConfigError(f"{source}: build-args.{k} must be a string, not {v!r}")
         values["build_args"] = {str(k): str(v) for k, v in args.items()}
     if "exclude" in data:
         values["exclude"] = _str_list(data["exclude"], source, "exclude")
@@ -156,9 +220,13 @@ def _closest(key: str) -> str | None:
 def _str_list(value: Any, source: str, key: str) -> tuple[str, ...]:
     if isinstance(value, str):
         return tuple(v.strip() for v in value.split(",") if v.strip())
-    if isinstance(value, list) and all(isinstance(v, (str, int)) for v in value):
-        return tuple(str(v).strip() for v in value)
-    raise ConfigError(f"{source}: {key} must be a list of strings")
+    if isinstance(value, list) and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        return tuple(str(v).strip() for v in value if str(v).strip())
+    raise ConfigError(f"{source}: {key} must be a list of strings, not {value!r}")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def parse_severity_map(value: Any, source: str) -> dict[str, Severity]:
@@ -166,8 +234,10 @@ def parse_severity_map(value: Any, source: str) -> dict[str, Severity]:
         raise ConfigError(f"{source}: severity must map rule codes or slugs to error|warning|info")
     out: dict[str, Severity] = {}
     for key, level in value.items():
+        if not isinstance(level, str):
+            raise ConfigError(f"{source}: severity.{key} must be error, warning or info, not {level!r}")
         try:
-            out[str(key)] = Severity.parse(str(level))
+            out[str(key)] = Severity.parse(level)
         except ValueError as exc:
             raise ConfigError(f"{source}: severity.{key}: {exc}") from None
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .config import Config
 from .dockerfile import Dockerfile, Instruction, Stage
@@ -21,6 +22,7 @@ class LintContext:
     config: Config = field(default_factory=Config)
     context_dir: Path | None = None
     pragmas: list[Pragma] = field(default_factory=list)
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)  # per-lint memo for shared helpers
     _installs: dict[int, list[tuple[Command, Install]]] = field(default_factory=dict, repr=False)
 
     # -- stages ------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 DOCKERFILE_PATTERNS = (
@@ -15,11 +16,16 @@ DOCKERFILE_PATTERNS = (
     "Containerfile",
     "Containerfile.*",
 )
+# Matched by the patterns above but not Dockerfiles: BuildKit's per-Dockerfile ignore files
+# (`Dockerfile.dockerignore`, `app.Dockerfile.dockerignore`) and editor/merge leftovers.
+NOT_DOCKERFILE_SUFFIXES = (".dockerignore", ".swp", ".orig", ".rej", ".bak", "~")
 COMPOSE_PATTERNS = ("compose*.yml", "compose*.yaml", "docker-compose*.yml", "docker-compose*.yaml")
 SKIP_DIRS = frozenset({".git", ".hg", ".svn"})
 
 
 def is_dockerfile_name(name: str) -> bool:
+    if name.endswith(NOT_DOCKERFILE_SUFFIXES):
+        return False
     return any(fnmatch.fnmatchcase(name, p) for p in DOCKERFILE_PATTERNS)
 
 
@@ -27,15 +33,30 @@ def is_compose_name(name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in COMPOSE_PATTERNS)
 
 
-def find_files(directory: Path, exclude: tuple[str, ...] = ()) -> list[Path]:
-    """Dockerfiles under ``directory``, skipping VCS folders, .gitignore'd and excluded paths."""
+def find_files(
+    directory: Path,
+    exclude: tuple[str, ...] | Callable[[Path], bool] = (),
+) -> list[Path]:
+    """Dockerfiles under ``directory``, skipping VCS folders, .gitignore'd and excluded paths.
+
+    ``exclude`` is a tuple of glob patterns (matched against the path and its name) or a
+    function that says whether a file or folder is excluded.
+    """
+    if callable(exclude):
+        excluded = exclude
+    else:
+        patterns = exclude
+
+        def excluded(path: Path) -> bool:
+            return _excluded(path, patterns)
+
     found: list[Path] = []
     for root, dirs, files in os.walk(directory):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not _excluded(Path(root, d), exclude))
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not excluded(Path(root, d)))
         for name in sorted(files):
             if is_dockerfile_name(name):
                 path = Path(root, name)
-                if not _excluded(path, exclude):
+                if not excluded(path):
                     found.append(path)
     return _drop_gitignored(directory, found)
 
@@ -45,20 +66,33 @@ def _excluded(path: Path, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatch(posix, p) or fnmatch.fnmatch(path.name, p) for p in patterns)
 
 
-def _drop_gitignored(directory: Path, paths: list[Path]) -> list[Path]:
-    if not paths:
-        return paths
+def _git_check_ignore(directory: Path, rel_paths: list[str]) -> set[str] | None:
+    """The subset of ``rel_paths`` (relative to ``directory``) git ignores; None outside a repository."""
     try:
         proc = subprocess.run(
             ["git", "-C", str(directory), "check-ignore", "-z", "--stdin"],
-            input=b"\0".join(str(p.resolve()).encode() for p in paths),
+            input=b"\0".join(os.fsencode(p) for p in rel_paths),
             capture_output=True,
             timeout=30,
             check=False,
         )
     except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode not in (0, 1):  # 128: not a git repository (or no git at all)
+        return None
+    return {os.fsdecode(p) for p in proc.stdout.split(b"\0") if p}
+
+
+def _drop_gitignored(directory: Path, paths: list[Path]) -> list[Path]:
+    if not paths:
         return paths
-    if proc.returncode not in (0, 1):  # 128: not a git repository
+    # A directory named on the command line is linted even when .gitignore lists it.
+    if _git_check_ignore(directory, ["."]):
         return paths
-    ignored = {Path(p.decode()) for p in proc.stdout.split(b"\0") if p}
-    return [p for p in paths if p.resolve() not in ignored]
+    # Paths relative to the directory: absolute ones trip over symlinks (git compares them
+    # with the real path of the work tree and gives up on the whole batch).
+    rel = [os.path.relpath(p, directory) for p in paths]
+    ignored = _git_check_ignore(directory, rel)
+    if not ignored:
+        return paths
+    return [p for p, r in zip(paths, rel, strict=True) if r not in ignored]

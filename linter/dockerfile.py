@@ -1,20 +1,22 @@
 """The Dockerfile model: instructions with exact lines, heredocs, stages, ARG/ENV scopes.
 
-Built on dockerfile-parse for instruction splitting (it honours ``# escape=``
-and continuation lines); BuildKit heredocs, which dockerfile-parse does not
-know, are folded here from the raw lines.
+Instructions are split here the way BuildKit's parser does (parser directives,
+``# escape=``, continuation lines with comment and empty lines inside them,
+heredocs), because dockerfile-parse - which this module used first - ends an
+instruction at an empty continuation line, drops an instruction whose
+continuation runs into the end of the file, skips a keyword that has no
+arguments and knows nothing of heredocs.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from .expand import Expanded, expand
+from .expand import Expanded, expand, expand_word
 from .imageref import ImageRef, parse_image_ref
 
 KNOWN_INSTRUCTIONS = frozenset(
@@ -107,8 +109,15 @@ class Instruction:
         return expand(text, self.scope)
 
     def key_values(self) -> list[tuple[str, str]]:
-        """ENV/LABEL/ARG pairs: ``K=V K2="V 2"`` or legacy ``K V``."""
+        """ENV/LABEL/ARG pairs: ``K=V K2="V 2"`` or legacy ``K V`` (unquoted, not expanded)."""
         return parse_key_values(self.args, legacy=self.keyword == "ENV")
+
+    def expanded_key_values(self) -> list[tuple[str, Expanded]]:
+        """ENV/LABEL pairs with their values as Docker sets them: expanded with the
+        scope *before* this instruction (``ENV A=1 B=$A`` gives B the old A), no
+        expansion inside single quotes, quotes removed."""
+        pairs = raw_key_values(self.args, legacy=self.keyword == "ENV")
+        return [(key, expand_word(value, self.scope)) for key, value in pairs]
 
 
 @dataclass
@@ -163,8 +172,8 @@ class Stage:
         result: dict[str, str | None] = {}
         for instr in self.all_instructions():
             if instr.keyword == "ENV":
-                for key, value in instr.key_values():
-                    result[key] = instr.expand(value).text if value is not None else None
+                for key, value in instr.expanded_key_values():
+                    result[key] = value.text
         return result
 
 
@@ -236,54 +245,41 @@ def parse_dockerfile(
     build_args: Mapping[str, str] | None = None,
     target: str | None = None,
 ) -> Dockerfile:
-    from dockerfile_parse import DockerfileParser  # ~10 ms import, only when linting
-
     build_args = dict(build_args or {})
     if "\x00" in text:
         raise DockerfileError(f"{path}: not a text file (NUL bytes)")
     lines = text.splitlines()
-    parser = DockerfileParser(fileobj=io.BytesIO(text.encode("utf-8")))
-    structure = parser.structure
-
     directives, escape = _directives(lines)
     problems: list[ParseProblem] = []
     comments: list[tuple[int, str]] = []
-    comment_lines: set[int] = set()
-    for entry in structure:
-        if entry["instruction"] == "COMMENT":
-            comment_lines.add(entry["startline"] + 1)
-
     instructions: list[Instruction] = []
-    skip_until = 0  # 1-based last line consumed by a heredoc body
-    for entry in structure:
-        start = entry["startline"] + 1
-        end = entry["endline"] + 1
-        keyword = entry["instruction"].upper()
-        if start <= skip_until:
+
+    i = 0  # 0-based index of the next line to read
+    while i < len(lines):
+        stripped = lines[i].strip()
+        if not stripped:
+            i += 1
             continue
-        if keyword == "COMMENT":
-            comments.append((start, lines[start - 1].strip()[1:]))
+        if stripped.startswith("#"):
+            comments.append((i + 1, stripped[1:]))
+            i += 1
             continue
-        instr = _make_instruction(keyword, start, end, lines, comment_lines, escape)
-        if keyword in HEREDOC_INSTRUCTIONS:
+        instr, comment_lines = _read_instruction(lines, i, escape)
+        comments.extend((ln, lines[ln - 1].strip()[1:]) for ln in comment_lines)
+        if instr.keyword in HEREDOC_INSTRUCTIONS:
             _fold_heredocs(instr, lines, problems)
-            skip_until = max(skip_until, instr.end_line)
-        if keyword not in KNOWN_INSTRUCTIONS:
-            problems.append(ParseProblem(start, f"unknown instruction {entry['instruction']!r}"))
+        if instr.keyword not in KNOWN_INSTRUCTIONS:
+            first_word = lines[i].split(None, 1)[0]
+            problems.append(ParseProblem(instr.line, f"unknown instruction {first_word!r}"))
         instructions.append(instr)
-    # comments inside heredoc bodies are not comments
-    comments = [
-        (ln, c)
-        for ln, c in comments
-        if not any(i.line <= ln <= i.end_line and i.heredocs for i in instructions)
-    ]
+        i = instr.end_line  # 1-based end == 0-based index of the next line
 
     dockerfile = Dockerfile(
         path=path,
         text=text,
         instructions=instructions,
         stages=[],
-        comments=comments,
+        comments=sorted(comments),
         directives=directives,
         problems=problems,
         global_scope={},
@@ -295,14 +291,22 @@ def parse_dockerfile(
     return dockerfile
 
 
+_KNOWN_DIRECTIVES = frozenset({"syntax", "escape", "check"})
+
+
 def _directives(lines: list[str]) -> tuple[dict[str, str], str]:
+    """Parser directives: ``# key=value`` comments at the very top (BuildKit's rules).
+
+    Reading stops at the first line that is not a known directive (a blank line,
+    another comment, an instruction, an unknown or repeated directive).
+    """
     directives: dict[str, str] = {}
     for line in lines:
         match = _DIRECTIVE_RE.match(line.strip())
-        if not match or not line.strip():
+        if not match:
             break
         key = match.group(1).lower()
-        if key in directives:
+        if key not in _KNOWN_DIRECTIVES or key in directives:
             break
         directives[key] = match.group(2)
     escape = directives.get("escape", "\\")
@@ -311,33 +315,62 @@ def _directives(lines: list[str]) -> tuple[dict[str, str], str]:
     return directives, escape
 
 
-def _make_instruction(
-    keyword: str,
-    start: int,
-    end: int,
-    lines: list[str],
-    comment_lines: set[int],
-    escape: str,
-) -> Instruction:
+def _continues(text: str, escape: str) -> bool:
+    """Does this physical line end with the escape character (trailing blanks allowed)?"""
+    return text.rstrip(" \t").endswith(escape)
+
+
+def _read_instruction(lines: list[str], index: int, escape: str) -> tuple[Instruction, list[int]]:
+    """The instruction starting at 0-based ``index``, with its continuation lines.
+
+    As BuildKit does, comment lines and empty lines inside a continuation are
+    skipped (they neither end the instruction nor add to it). Returns the
+    instruction and the 1-based lines of the comments inside it.
+    """
+    content = [index]  # 0-based indexes of the lines that carry arguments
+    comment_lines: list[int] = []
+    j = index
+    while _continues(lines[j], escape):
+        k = j + 1
+        pending: list[int] = []
+        while k < len(lines) and (not lines[k].strip() or lines[k].lstrip().startswith("#")):
+            if lines[k].strip():
+                pending.append(k + 1)
+            k += 1
+        if k >= len(lines):
+            break  # the file ends inside a continuation
+        comment_lines.extend(pending)
+        content.append(k)
+        j = k
+    keyword = lines[index].split(None, 1)[0].upper()
+    return _make_instruction(keyword, content, lines, escape), comment_lines
+
+
+def _make_instruction(keyword: str, content: list[int], lines: list[str], escape: str) -> Instruction:
+    """An instruction from the 0-based indexes of its content lines."""
     arg_lines: list[tuple[int, str]] = []
-    for ln in range(start, end + 1):
-        text = lines[ln - 1] if ln - 1 < len(lines) else ""
-        if ln != start and (ln in comment_lines or not text.strip()):
-            continue
-        if ln == start:
+    parts: list[str] = []
+    for pos, idx in enumerate(content):
+        text = lines[idx]
+        if pos == 0:
             stripped = text.lstrip()
             indent = len(text) - len(stripped)
             kw_len = len(stripped.split(None, 1)[0]) if stripped.strip() else 0
             text = " " * (indent + kw_len) + text[indent + kw_len :]
-        arg_lines.append((ln, text))
-    # the logical value: continuation characters removed, lines joined
-    parts = []
-    for _, text in arg_lines:
-        body = text.rstrip()
-        if body.endswith(escape):
-            body = body[:-1]
-        parts.append(body.strip())
-    value = " ".join(p for p in parts if p)
+        body = text
+        if _continues(text, escape):
+            # Docker removes the escape character (and blanks after it) and joins
+            # the lines as they are: no separator is added. (On the last line the
+            # file ended inside the continuation.)
+            cut = len(text.rstrip(" \t")) - 1
+            body = text[:cut]
+            if escape != "\\" and pos < len(content) - 1:
+                # the shell model reads these lines: give it a shell continuation
+                text = text[:cut] + "\\" + text[cut + 1 :]
+        parts.append(body.lstrip() if pos == 0 else body)
+        arg_lines.append((idx + 1, text))
+    value = "".join(parts).strip()
+    start, end = content[0] + 1, content[-1] + 1
     instr = Instruction(
         keyword=keyword,
         line=start,
@@ -495,24 +528,76 @@ def parse_key_values(text: str, legacy: bool = False) -> list[tuple[str, str]]:
     return out
 
 
-def _arg_pairs(instr: Instruction) -> list[tuple[str, str | None]]:
-    out: list[tuple[str, str | None]] = []
-    import shlex
+def split_words(text: str, escape: str = "\\") -> list[str]:
+    """Split on unquoted blanks, keeping quotes and escapes in the words (BuildKit's parseWords)."""
+    words: list[str] = []
+    word: list[str] = []
+    quote: str | None = None
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if quote is None and ch in " \t\n":
+            if word:
+                words.append("".join(word))
+                word = []
+            i += 1
+            continue
+        if ch == escape and i + 1 < n and quote != "'":
+            word.append(text[i : i + 2])
+            i += 2
+            continue
+        if quote is None and ch in "\"'":
+            quote = ch
+        elif ch == quote:
+            quote = None
+        word.append(ch)
+        i += 1
+    if word:
+        words.append("".join(word))
+    return words
 
-    try:
-        words = shlex.split(instr.args, posix=True)
-    except ValueError:
-        words = instr.args.split()
+
+def raw_key_values(text: str, legacy: bool = False) -> list[tuple[str, str]]:
+    """``K=V K2="a b"`` (or the legacy ``K V``) pairs with the values as written, quotes kept."""
+    text = text.strip()
+    if not text:
+        return []
+    words = split_words(text)
+    if legacy and "=" not in words[0]:
+        parts = text.split(None, 1)
+        return [(parts[0], parts[1].strip() if len(parts) > 1 else "")]
+    out: list[tuple[str, str]] = []
     for word in words:
+        key, _, value = word.partition("=")
+        out.append((key, value))
+    return out
+
+
+def _arg_pairs(instr: Instruction) -> list[tuple[str, str | None]]:
+    """``ARG K=V K2`` as (name, default as written or None)."""
+    out: list[tuple[str, str | None]] = []
+    for word in split_words(instr.args):
         key, sep, value = word.partition("=")
         out.append((key, value if sep else None))
     return out
+
+
+def _arg_value(key: str, default: str | None, df: Dockerfile, scope: Mapping[str, str | None]) -> str | None:
+    """The value an ARG takes: --build-arg, else its default (None when that uses an
+    unknown variable), else None."""
+    if key in df.build_args:
+        return df.build_args[key]
+    if default is None:
+        return None
+    value = expand_word(default, scope)
+    return value.text if value.resolved else None
 
 
 def _build_stages(df: Dockerfile) -> None:
     global_scope: dict[str, str | None] = {}
     stage: Stage | None = None
     scope: dict[str, str | None] = {}
+    env_keys: set[str] = set()  # names set by ENV in this stage's chain: ARG cannot override them
     for instr in df.instructions:
         kw = instr.keyword
         if kw == "FROM":
@@ -522,18 +607,17 @@ def _build_stages(df: Dockerfile) -> None:
             scope = {}
             if stage.parent is not None:
                 scope.update(stage.parent.env())
+            env_keys = set(scope)
             instr.stage_index = stage.index
             stage.instructions.append(instr)
             continue
         if stage is None:
             instr.scope = MappingProxyType(dict(global_scope))
             if kw == "ARG":
+                before = dict(global_scope)
                 for key, default in _arg_pairs(instr):
-                    value = df.build_args.get(key)
-                    if value is None and default is not None:
-                        value = expand(default, global_scope).text
-                    global_scope[key] = value
-            elif kw not in ("COMMENT",):
+                    global_scope[key] = _arg_value(key, default, df, before)
+            else:
                 df.problems.append(
                     ParseProblem(instr.line, f"{kw} before the first FROM (only ARG may come first)")
                 )
@@ -544,19 +628,17 @@ def _build_stages(df: Dockerfile) -> None:
         if kw == "ARG":
             scope = dict(scope)
             for key, default in _arg_pairs(instr):
-                value = df.build_args.get(key)
-                if value is None and default is not None:
-                    value = expand(default, scope).text
-                if value is None and key in global_scope:
-                    value = global_scope[key]
-                if key in scope and value is None and scope[key] is not None and key not in df.build_args:
-                    # ENV wins over a later bare ARG of the same name
-                    continue
+                if key in env_keys:
+                    continue  # "ENV always overrides an ARG of the same name"
+                value = _arg_value(key, default, df, instr.scope)
+                if value is None and default is None and key in global_scope:
+                    value = global_scope[key]  # a global ARG re-declared in the stage
                 scope[key] = value
         elif kw == "ENV":
             scope = dict(scope)
-            for key, value in instr.key_values():
-                scope[key] = expand(value, scope).text
+            for key, expanded in instr.expanded_key_values():
+                scope[key] = expanded.text
+                env_keys.add(key)
         elif kw in ("COPY", "ADD"):
             src = instr.flag("from")
             if src is not None:

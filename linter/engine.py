@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,9 +11,9 @@ from pathlib import Path, PurePosixPath
 from .config import Config
 from .context import LintContext
 from .dockerfile import Dockerfile, DockerfileError, decode, parse_dockerfile
-from .finding import Finding
+from .finding import Finding, Severity
 from .pragmas import Pragma, parse_pragmas
-from .rule import Rule, all_rules, matches, selector_known
+from .rule import Rule, all_rules, selector_known
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
 
@@ -30,16 +31,52 @@ class LintResult:
     extra_sources: dict[str, str] = field(default_factory=dict)
 
 
+def specificity(code: str, slug: str, selector: str) -> int | None:
+    """How precisely ``selector`` names the rule ``code``/``slug``: None if it does not name it.
+
+    ``ALL`` < ``GL`` < ``GL5`` < ``GL50`` < the full code or the slug (ruff's rule: the more
+    specific selector wins, so ``select: [GL503]`` beats ``ignore: [GL5]``).
+    """
+    sel = selector.strip()
+    if not sel:
+        return None
+    upper = sel.upper()
+    if upper == "ALL":
+        return 0
+    if sel.lower() == slug.lower() or upper == code.upper():
+        return 100
+    if upper.startswith("GL") and code.upper().startswith(upper):
+        return len(upper)
+    return None
+
+
 def is_enabled(cls: type[Rule], config: Config) -> bool:
-    if config.select is None:
-        enabled = cls.enabled_by_default
-    else:
-        enabled = any(matches(cls, s) for s in config.select)
-    if any(matches(cls, s) for s in config.extend_select):
-        enabled = True
-    if any(matches(cls, s) for s in config.ignore):
-        enabled = False
+    enabled = cls.enabled_by_default if config.select is None else False
+    best = -1
+    layers: tuple[tuple[tuple[str, ...], bool], ...] = (
+        (config.select or (), True),
+        (config.extend_select, True),
+        (config.ignore, False),
+    )
+    for selectors, value in layers:
+        for selector in selectors:
+            level = specificity(cls.code, cls.slug, selector)
+            if level is None:
+                continue
+            # the most specific selector wins; on a tie, ignore beats select
+            if level > best or (level == best and not value):
+                best, enabled = level, value
     return enabled
+
+
+def severity_override(code: str, slug: str, overrides: Mapping[str, Severity]) -> Severity | None:
+    """The severity the config/CLI sets for a rule (by code, slug or prefix; the most specific wins)."""
+    best: tuple[int, Severity] | None = None
+    for selector, level in overrides.items():
+        rank = specificity(code, slug, selector)
+        if rank is not None and (best is None or rank >= best[0]):
+            best = (rank, level)
+    return best[1] if best else None
 
 
 def enabled_rules(config: Config) -> list[type[Rule]]:
@@ -121,10 +158,11 @@ def lint(
             raise RuleCrash(cls.code, path, exc) from exc
     findings = _apply_pragmas(findings, pragmas, path, config)
     findings = _apply_per_file_ignores(findings, config)
-    for f in findings:
-        override = config.severity.get(f.code) or config.severity.get(f.slug)
-        if override is not None:
-            f.severity = override
+    if config.severity:
+        for f in findings:
+            override = severity_override(f.code, f.slug, config.severity)
+            if override is not None:
+                f.severity = override
     findings.sort(key=Finding.sort_key)
     return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile)
 
@@ -166,28 +204,44 @@ def _apply_pragmas(
 
 
 def _names(selector: str, f: Finding) -> bool:
-    sel = selector.strip()
-    if sel.upper() == "ALL":
-        return True
-    return sel.lower() == f.slug or (sel.upper().startswith("GL") and f.code.upper().startswith(sel.upper()))
+    return specificity(f.code, f.slug, selector) is not None
+
+
+def path_matches(path: str, pattern: str, root: Path | None) -> bool:
+    """Whether a per-file-ignores/exclude glob names ``path``.
+
+    Patterns are relative to the config file's directory (``root``); a pattern without a
+    slash also matches the bare file name, as in .gitignore.
+    """
+    pattern = pattern.strip()
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    pattern = pattern.rstrip("/")
+    if not pattern:
+        return False
+    posix = Path(path).as_posix()
+    candidates = {posix, str(PurePosixPath(posix))}
+    if root is not None:
+        with contextlib.suppress(ValueError, OSError):
+            candidates.add(Path(path).resolve().relative_to(root).as_posix())
+    if "/" not in pattern:
+        candidates.add(PurePosixPath(posix).name)
+    for candidate in candidates:
+        if fnmatch.fnmatch(candidate, pattern) or fnmatch.fnmatch(candidate, pattern + "/*"):
+            return True
+    return False
 
 
 def _apply_per_file_ignores(findings: list[Finding], config: Config) -> list[Finding]:
     if not config.per_file_ignores:
         return findings
+    root = config.root
     out = []
     for f in findings:
-        posix = PurePosixPath(Path(f.path).as_posix())
-        ignored = False
-        for pattern, names in config.per_file_ignores.items():
-            path_matches = (
-                fnmatch.fnmatch(str(posix), pattern)
-                or fnmatch.fnmatch(posix.name, pattern)
-                or posix.match(pattern)
-            )
-            if path_matches and any(_names(n, f) for n in names):
-                ignored = True
-                break
+        ignored = any(
+            path_matches(f.path, pattern, root) and any(_names(n, f) for n in names)
+            for pattern, names in config.per_file_ignores.items()
+        )
         if not ignored:
             out.append(f)
     return out

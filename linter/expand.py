@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -24,7 +25,8 @@ def expand(text: str, scope: Mapping[str, str | None], escape: str = "\\") -> Ex
 
     A name with no value in ``scope`` (absent, or declared ``ARG X`` without a
     default) is *missing*: it is left as written in the text and named in
-    ``missing``, so callers can say "unknown" instead of guessing.
+    ``missing``, so callers can say "unknown" instead of guessing. Quotes are
+    left alone (see :func:`expand_word` for ENV/ARG values).
     """
     out: list[str] = []
     missing: list[str] = []
@@ -35,35 +37,84 @@ def expand(text: str, scope: Mapping[str, str | None], escape: str = "\\") -> Ex
             out.append("$")
             i += 2
             continue
-        if ch != "$" or i + 1 >= n:
-            out.append(ch)
-            i += 1
+        if ch == "$":
+            value, i = _dollar(text, i, scope, escape, missing)
+            out.append(value)
             continue
-        nxt = text[i + 1]
-        if nxt == "{":
-            close = _matching_brace(text, i + 2)
+        out.append(ch)
+        i += 1
+    return Expanded("".join(out), missing)
+
+
+def expand_word(text: str, scope: Mapping[str, str | None], escape: str = "\\") -> Expanded:
+    """Expand and unquote one word as BuildKit does for ``ENV``/``ARG``/``LABEL`` values.
+
+    Nothing is expanded inside ``'...'``; ``"..."`` expands variables; the escape
+    character makes the next character literal (inside double quotes only before
+    ``"``, ``$`` and itself). The quotes themselves are removed.
+    """
+    out: list[str] = []
+    missing: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "'":
+            close = text.find("'", i + 1)
             if close < 0:
-                out.append(text[i:])
-                break
-            inner = text[i + 2 : close]
-            out.append(_expand_braced(inner, text[i : close + 1], scope, escape, missing))
+                close = n
+            out.append(text[i + 1 : close])
             i = close + 1
-        elif nxt in _NAME_START:
-            j = i + 1
-            while j < n and text[j] in _NAME_CHARS:
-                j += 1
-            name = text[i + 1 : j]
-            value = scope.get(name)
-            if value is None:
-                missing.append(name)
-                out.append(text[i:j])
-            else:
-                out.append(value)
-            i = j
+        elif ch == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                c = text[i]
+                if c == escape and i + 1 < n and text[i + 1] in ('"', "$", escape):
+                    out.append(text[i + 1])
+                    i += 2
+                elif c == "$":
+                    value, i = _dollar(text, i, scope, escape, missing)
+                    out.append(value)
+                else:
+                    out.append(c)
+                    i += 1
+            i += 1  # the closing quote
+        elif ch == escape and i + 1 < n:
+            out.append(text[i + 1])
+            i += 2
+        elif ch == "$":
+            value, i = _dollar(text, i, scope, escape, missing)
+            out.append(value)
         else:
             out.append(ch)
             i += 1
     return Expanded("".join(out), missing)
+
+
+def _dollar(
+    text: str, i: int, scope: Mapping[str, str | None], escape: str, missing: list[str]
+) -> tuple[str, int]:
+    """The expansion of the ``$`` reference at ``text[i]`` and the index after it."""
+    n = len(text)
+    if i + 1 >= n:
+        return "$", i + 1
+    nxt = text[i + 1]
+    if nxt == "{":
+        close = _matching_brace(text, i + 2)
+        if close < 0:
+            return text[i:], n
+        inner = text[i + 2 : close]
+        return _expand_braced(inner, text[i : close + 1], scope, escape, missing), close + 1
+    if nxt in _NAME_START:
+        j = i + 1
+        while j < n and text[j] in _NAME_CHARS:
+            j += 1
+        name = text[i + 1 : j]
+        value = scope.get(name)
+        if value is None:
+            missing.append(name)
+            return text[i:j], j
+        return value, j
+    return "$", i + 1
 
 
 def _matching_brace(text: str, start: int) -> int:
@@ -97,14 +148,21 @@ def _expand_braced(
             missing.append(name)
             return original
         return value
-    for op in (":-", ":+", ":?", "-", "+", "?"):
+    for op in (":-", ":+", ":?", "-", "+", "?", "%%", "%", "##", "#", "//", "/"):
         if rest.startswith(op):
             word = rest[len(op) :]
             break
     else:
-        # ${VAR%suffix} etc. are not Dockerfile syntax; treat as unknown.
         missing.append(name)
         return original
+    if op[0] in "%#/":
+        # ${VAR%pattern}, ${VAR##pattern}, ${VAR/pattern/replacement} (Dockerfile 1.7+)
+        if value is None:
+            missing.append(name)
+            return original
+        sub = expand(word, scope, escape)
+        missing.extend(sub.missing)
+        return _trim(value, op, sub.text)
     sub = expand(word, scope, escape)
     if op in (":-", "-"):
         use_default = value is None or (op == ":-" and value == "")
@@ -126,4 +184,54 @@ def _expand_braced(
     if value is None:
         missing.append(name)
         return original
+    return value
+
+
+def _glob(pattern: str) -> str:
+    """A shell glob (``*``, ``?``, ``[...]``, ``\\x``) as a regex, without anchors."""
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        ch = pattern[i]
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "\\" and i + 1 < n:
+            i += 1
+            out.append(re.escape(pattern[i]))
+        elif ch == "[" and "]" in pattern[i + 2 :]:
+            close = pattern.index("]", i + 2)
+            body = pattern[i + 1 : close]
+            if body.startswith("!"):
+                body = "^" + body[1:]
+            out.append("[" + body.replace("\\", "\\\\") + "]")
+            i = close
+        else:
+            out.append(re.escape(ch))
+        i += 1
+    return "".join(out)
+
+
+def _trim(value: str, op: str, pattern: str) -> str:
+    """``%``/``%%`` remove a suffix, ``#``/``##`` a prefix, ``/``/``//`` replace matches."""
+    if op in ("/", "//"):
+        pattern, _, replacement = pattern.partition("/")
+        if not pattern:
+            return value
+        return re.sub(_glob(pattern), lambda _m: replacement, value, count=0 if op == "//" else 1)
+    regex = re.compile(_glob(pattern), re.S)
+    starts = range(len(value) + 1)
+    if op in ("%", "%%"):
+        # shortest suffix: the latest start that matches to the end; longest: the earliest
+        order = reversed(starts) if op == "%" else iter(starts)
+        for start in order:
+            if regex.fullmatch(value, start):
+                return value[:start]
+        return value
+    ends = range(len(value) + 1)
+    order = iter(ends) if op == "#" else reversed(ends)
+    for end in order:
+        if regex.fullmatch(value, 0, end):
+            return value[end:]
     return value

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 DOCKER_HUB = "docker.io"
 _DIGEST_RE = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}$")
 _TAG_RE = re.compile(r"^[\w][\w.-]{0,127}$")
+# distribution/reference: path components and registry host[:port]
+_COMPONENT_RE = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
+_REGISTRY_RE = re.compile(
+    r"^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*|\[[0-9a-f:]+\])(?::\d+)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,7 @@ def parse_image_ref(text: str) -> ImageRef:
         registry = DOCKER_HUB
     if registry == DOCKER_HUB and "/" not in repo:
         repo = f"library/{repo}"
-    valid = bool(repo) and repo == repo.lower() and all(parts)
+    valid = all(_COMPONENT_RE.match(part) for part in repo.split("/")) and bool(_REGISTRY_RE.match(registry))
     if tag is not None and not _TAG_RE.match(tag):
         valid = False
     if digest is not None and not _DIGEST_RE.match(digest):

@@ -7,10 +7,10 @@ recursively. Without tree-sitter, a shlex-based splitter is the fallback.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import os
 import re
-import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -103,15 +103,24 @@ def _run_commands(instr: Instruction, shell_is_posix: bool) -> list[Command]:
     scope = instr.scope
     argv = instr.exec_form
     if argv is not None:
+        places = _json_string_positions(instr, len(argv))
         if (
             len(argv) >= 3
             and os.path.basename(argv[0]) in SHELLS
             and argv[1].startswith("-")
             and "c" in argv[1]
         ):
-            return parse_script(argv[2], lambda r, c: (instr.line, 1), scope)
-        words = [Word(a, a, instr.line, 1, value=expand(a, scope).text) for a in argv]
-        return [_finish(Command(words, instr.line, instr.line, " ".join(argv)))] if words else []
+            line, column = places[2]
+            return parse_script(argv[2], lambda r, c: (line + r, column + 1 + c if r == 0 else c + 1), scope)
+        # raw stays the bare string: it is not what the source holds at the column
+        # (the opening quote), so no rule edits inside the JSON array.
+        words = [
+            Word(a, a, line, column, quoted=True, value=expand(a, scope).text)
+            for a, (line, column) in zip(argv, places, strict=False)
+        ]
+        if not words:
+            return []
+        return [_finish(Command(words, words[0].line, words[-1].line, " ".join(argv)))]
     if not shell_is_posix:
         return []
     rows = [ln for ln, _ in instr.arg_lines]
@@ -131,7 +140,7 @@ def _run_commands(instr: Instruction, shell_is_posix: bool) -> list[Command]:
     out = list(commands)
     for heredoc, (line, column) in zip(instr.heredocs, marker_positions, strict=False):
         owner = _heredoc_owner(commands, instr, line, column)
-        body_pos = _line_mapper(heredoc.line)
+        body_pos = _body_mapper(instr, heredoc.line, heredoc.strip_tabs)
         if owner is None:
             # Bare `RUN <<EOF`: the body is the script (unless a shebang says otherwise).
             first = heredoc.body.split("\n", 1)[0]
@@ -212,33 +221,66 @@ def _walk(
     if kind == "redirected_statement":
         before = len(out)
         for child in node.children:
-            if child.type not in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+            if child.type not in _REDIRECT_NODES:
                 _walk(child, data, pos, scope, out)
-        redirect_nodes = [c for c in node.children if c.type == "file_redirect"]
-        if len(out) > before:
-            # a redirect binds to the command just before it
-            first_redirect = (
-                min((r.start_point[0], r.start_point[1]) for r in redirect_nodes)
-                if redirect_nodes
-                else (0, 0)
-            )
-            cmd = out[before]
-            for candidate in out[before:]:
-                if candidate.position <= first_redirect:
-                    cmd = candidate
+        heredoc_nodes = [c for c in node.children if c.type == "heredoc_redirect"]
+        # tree-sitter-bash nests what follows a heredoc marker on its line inside
+        # the heredoc_redirect node: `cat <<X >/f && pip install a`
+        redirect_nodes = [c for c in node.children if c.type in ("file_redirect", "herestring_redirect")]
+        redirect_nodes += [c for h in heredoc_nodes for c in h.children if c.type == "file_redirect"]
+        owned = len(out)
+        if owned > before:
+            cmd = _redirect_owner(node, out[before:], redirect_nodes)
             for child in redirect_nodes:
                 redirect = _redirect(child, data, pos)
                 if redirect is not None:
                     cmd.redirects.append(redirect)
                 # `cmd a >file b c`: b and c are still arguments of cmd
                 for extra in _redirect_operands(child)[1:]:
-                    cmd.argv.append(_word(extra, data, pos, scope))
-            for child in node.children:
-                if child.type == "heredoc_redirect":
-                    _attach_bash_heredoc(out[before], child, data, pos, scope, out)
+                    word = _word(extra, data, pos, scope)
+                    cmd.argv.append(word)
+                    cmd.end_line = max(cmd.end_line, word.line)
+            for child in heredoc_nodes:
+                _attach_bash_heredoc(out[before], child, data, pos, scope, out)
+        for child in heredoc_nodes:
+            for sub in child.children:
+                if sub.is_named and sub.type not in _HEREDOC_PARTS:
+                    _walk(sub, data, pos, scope, out)
         return
     for child in node.children:
         _walk(child, data, pos, scope, out)
+
+
+_REDIRECT_NODES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})
+_HEREDOC_PARTS = frozenset(
+    {"heredoc_start", "heredoc_body", "heredoc_end", "file_redirect", "file_descriptor"}
+)
+
+
+def _redirect_owner(node: Any, candidates: list[Command], redirect_nodes: list[Any]) -> Command:
+    """The command a redirected statement's redirects bind to.
+
+    A plain command or the last command of a pipeline (``a | b >f``) owns them;
+    commands inside its command substitutions (``make -j$(nproc) >log``) do not.
+    """
+    body = node.children[0] if node.children else None
+    while body is not None and body.type == "pipeline":
+        parts = [c for c in body.children if c.type in ("command", "redirected_statement", "pipeline")]
+        body = parts[-1] if parts else None
+    if body is not None and body.type == "command":
+        start = (body.start_point[0], body.start_point[1])
+        for candidate in candidates:
+            if candidate.position == start:
+                return candidate
+    # a compound statement (`{ ...; } >f`, `while ...; done <f`): the last command before the redirect
+    first_redirect = (
+        min((r.start_point[0], r.start_point[1]) for r in redirect_nodes) if redirect_nodes else (0, 0)
+    )
+    cmd = candidates[0]
+    for candidate in candidates:
+        if candidate.position <= first_redirect:
+            cmd = candidate
+    return cmd
 
 
 def _walk_substitutions(
@@ -379,14 +421,18 @@ def _nested_scripts(
     out: list[Command],
 ) -> None:
     """``sh -c 'script'``: parse the script too."""
+    out.extend(_shell_c_scripts(cmd, scope))
+
+
+def _shell_c_scripts(cmd: Command, scope: Mapping[str, str | None]) -> list[Command]:
     if cmd.name not in SHELLS:
-        return
+        return []
     args = cmd.args
     for i, word in enumerate(args[:-1]):
         if word.text.startswith("-") and not word.text.startswith("--") and "c" in word.text:
             script_word = args[i + 1]
-            out.extend(parse_script(script_word.text, _offset_mapper(script_word), scope))
-            return
+            return parse_script(script_word.text, _offset_mapper(script_word), scope)
+    return []
 
 
 def _offset_mapper(word: Word) -> Callable[[int, int], tuple[int, int]]:
@@ -446,6 +492,27 @@ def _finish(cmd: Command) -> Command:
     return cmd
 
 
+# -- exec form ---------------------------------------------------------------
+
+_JSON_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _json_strings(instr: Instruction) -> list[tuple[int, int, str]]:
+    """(line, 1-based column of the opening quote, raw string) of each JSON string."""
+    out = []
+    for line, text in instr.arg_lines:
+        for m in _JSON_STRING_RE.finditer(text):
+            out.append((line, m.start() + 1, m.group(0)))
+    return out
+
+
+def _json_string_positions(instr: Instruction, count: int) -> list[tuple[int, int]]:
+    found = _json_strings(instr)
+    if len(found) != count:
+        return [(instr.line, 1)] * count
+    return [(line, column) for line, column, _ in found]
+
+
 # -- heredoc helpers ---------------------------------------------------------
 
 _MARKER_RE = re.compile(r"<<-?(?:\"[^\"\n]+\"|'[^'\n]+'|[A-Za-z_][A-Za-z0-9_.-]*)")
@@ -488,6 +555,25 @@ def _line_mapper(first_line: int) -> Callable[[int, int], tuple[int, int]]:
     return lambda row, col: (first_line + row, col + 1)
 
 
+def _body_mapper(
+    instr: Instruction, first_line: int, strip_tabs: bool
+) -> Callable[[int, int], tuple[int, int]]:
+    """Positions in a heredoc body; ``<<-`` bodies lost their leading tabs, so add them back."""
+    if not strip_tabs:
+        return _line_mapper(first_line)
+    raw_lines = instr.raw.split("\n")
+
+    def pos(row: int, col: int) -> tuple[int, int]:
+        line = first_line + row
+        offset = 0
+        if 0 <= line - instr.line < len(raw_lines):
+            text = raw_lines[line - instr.line]
+            offset = len(text) - len(text.lstrip("\t"))
+        return line, col + 1 + offset
+
+    return pos
+
+
 def _shebang(first_line: str) -> str | None:
     if not first_line.startswith("#!"):
         return None
@@ -501,38 +587,337 @@ def _shebang(first_line: str) -> str | None:
 
 
 # -- fallback ----------------------------------------------------------------
+#
+# Without tree-sitter a small POSIX-shell lexer stands in: it knows quotes,
+# escapes, line continuations, comments, operators, redirects, heredocs, and
+# ``$(...)``/backquote substitutions, and keeps the position of every word, so
+# commands, words and redirects come out as the tree-sitter path gives them.
+
+_FB_OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "(", ")")
+_FB_REDIRECTS = ("&>>", "<<<", "&>", ">>", ">&", "<&", ">|", "<>", ">", "<")
+_FB_RESERVED = frozenset(
+    {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "{", "}", "!", "esac"}
+)
+_FB_DECLARATIONS = frozenset({"export", "declare", "local", "readonly", "typeset"})
+_ASSIGNMENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
+
+
+@dataclass
+class _Token:
+    kind: str  # word | op | redirect | heredoc
+    text: str  # words: unquoted; operators: the operator
+    raw: str
+    start: int  # offsets in the script
+    end: int
+    quoted: bool = False
+    dynamic: bool = False
+    substitutions: list[tuple[str, int]] = field(default_factory=list)  # (inner script, offset)
+    body: str | None = None  # heredoc body
+    body_start: int = 0
+
+
+class _Lexer:
+    def __init__(self, script: str) -> None:
+        self.s = script
+        self.i = 0
+        self.tokens: list[_Token] = []
+        self.pending: list[_Token] = []  # heredocs whose bodies start after this line
+        self.fd_start: int | None = None  # start of the `2` of `2>&1`
+
+    def run(self) -> list[_Token]:
+        s = self.s
+        while self.i < len(s):
+            ch = s[self.i]
+            if ch in " \t":
+                self.i += 1
+            elif s.startswith("\\\n", self.i):
+                self.i += 2
+            elif ch == "\n":
+                self.tokens.append(_Token("op", ";", ch, self.i, self.i + 1))
+                self.i += 1
+                self._heredoc_bodies()
+            elif ch == "#":
+                end = s.find("\n", self.i)
+                self.i = len(s) if end < 0 else end
+            elif s.startswith(("<<-", "<<"), self.i) and not s.startswith("<<<", self.i):
+                self._heredoc()
+            else:
+                op = next((o for o in _FB_REDIRECTS if s.startswith(o, self.i)), None)
+                if op is not None:
+                    start = self.fd_start if self.fd_start is not None else self.i
+                    self.tokens.append(
+                        _Token("redirect", op, s[start : self.i + len(op)], start, self.i + len(op))
+                    )
+                    self.i += len(op)
+                    self.fd_start = None
+                    continue
+                op = next((o for o in _FB_OPERATORS if s.startswith(o, self.i)), None)
+                if op is not None:
+                    self.tokens.append(_Token("op", op, op, self.i, self.i + len(op)))
+                    self.i += len(op)
+                    continue
+                self._word()
+        return self.tokens
+
+    def _word(self) -> None:
+        s, start = self.s, self.i
+        text: list[str] = []
+        token = _Token("word", "", "", start, start)
+        while self.i < len(s):
+            ch = s[self.i]
+            if ch in " \t\n;&|()<>":
+                break
+            if ch == "'":
+                end = s.find("'", self.i + 1)
+                end = len(s) if end < 0 else end
+                text.append(s[self.i + 1 : end])
+                token.quoted = True
+                self.i = end + 1
+            elif ch == '"':
+                self._double_quoted(text, token)
+            elif ch == "\\":
+                if s.startswith("\\\n", self.i):
+                    self.i += 2
+                else:
+                    text.append(s[self.i + 1 : self.i + 2])
+                    self.i += 2
+            elif ch in "$`":
+                text.append(self._dollar(token))
+            else:
+                text.append(ch)
+                self.i += 1
+        token.text = "".join(text)
+        token.end = self.i
+        token.raw = s[start : self.i]
+        # `2>file`: a file descriptor number belongs to the redirect
+        if token.raw.isdigit() and self.i < len(s) and s[self.i] in "<>":
+            self.fd_start = start
+            return
+        self.tokens.append(token)
+
+    def _double_quoted(self, text: list[str], token: _Token) -> None:
+        s = self.s
+        token.quoted = True
+        self.i += 1
+        while self.i < len(s) and s[self.i] != '"':
+            ch = s[self.i]
+            if ch == "\\" and self.i + 1 < len(s) and s[self.i + 1] in '$`"\\\n':
+                if s[self.i + 1] != "\n":
+                    text.append(s[self.i + 1])
+                self.i += 2
+            elif ch in "$`":
+                text.append(self._dollar(token))
+            else:
+                text.append(ch)
+                self.i += 1
+        self.i += 1
+
+    def _dollar(self, token: _Token) -> str:
+        """A ``$name``, ``${...}``, ``$(...)``, ``$((...))`` or backquote expansion, as written."""
+        s, start = self.s, self.i
+        if s[start] == "`":
+            end = start + 1
+            while end < len(s) and s[end] != "`":
+                end += 2 if s[end] == "\\" else 1
+            token.dynamic = True
+            token.substitutions.append((s[start + 1 : end], start + 1))
+            self.i = min(end + 1, len(s))
+            return s[start : self.i]
+        nxt = s[start + 1 : start + 2]
+        if nxt == "(":
+            end = _closing(s, start + 2, "(", ")")
+            if not s.startswith("$((", start):
+                token.substitutions.append((s[start + 2 : end], start + 2))
+            self.i = min(end + 1, len(s))
+        elif nxt == "{":
+            self.i = min(_closing(s, start + 2, "{", "}") + 1, len(s))
+        elif nxt and (nxt.isalnum() or nxt in "_@*#?$!-"):
+            end = start + 2
+            if nxt.isalpha() or nxt == "_":
+                while end < len(s) and (s[end].isalnum() or s[end] == "_"):
+                    end += 1
+            self.i = end
+        else:
+            self.i += 1
+            return "$"
+        token.dynamic = True
+        return s[start : self.i]
+
+    def _heredoc(self) -> None:
+        s, start = self.s, self.i
+        strip = s.startswith("<<-", start)
+        self.i += 3 if strip else 2
+        while self.i < len(s) and s[self.i] in " \t":
+            self.i += 1
+        word_start = len(self.tokens)
+        self._word()
+        delimiter = self.tokens.pop() if len(self.tokens) > word_start else None
+        token = _Token("heredoc", delimiter.text if delimiter else "", s[start : self.i], start, self.i)
+        token.quoted = strip  # reused: strip leading tabs
+        self.tokens.append(token)
+        self.pending.append(token)
+
+    def _heredoc_bodies(self) -> None:
+        s = self.s
+        for token in self.pending:
+            body: list[str] = []
+            token.body_start = self.i
+            while self.i < len(s):
+                end = s.find("\n", self.i)
+                end = len(s) if end < 0 else end
+                line = s[self.i : end]
+                self.i = min(end + 1, len(s))
+                check = line.lstrip("\t") if token.quoted else line
+                if check == token.text:
+                    break
+                body.append(check)
+            token.body = "\n".join(body) + ("\n" if body else "")
+        self.pending = []
+
+
+def _closing(s: str, i: int, open_ch: str, close_ch: str) -> int:
+    """Index of the bracket closing the one before ``i`` (quotes respected), or len(s)."""
+    depth = 1
+    quote: str | None = None
+    while i < len(s):
+        ch = s[i]
+        if quote:
+            if ch == quote:
+                quote = None
+            elif ch == "\\" and quote == '"':
+                i += 1
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "\\":
+            i += 1
+        elif ch == open_ch:
+            depth += 1
+        elif ch == close_ch:
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return len(s)
 
 
 def _fallback(
     script: str, pos: Callable[[int, int], tuple[int, int]], scope: Mapping[str, str | None]
 ) -> list[Command]:
-    """Split on ; && || | ( ) and newlines with shlex; used when tree-sitter is absent."""
+    """The simple commands of ``script`` without tree-sitter."""
+    tokens = _Lexer(script).run()
+    line_starts = [0] + [i + 1 for i, ch in enumerate(script) if ch == "\n"]
+
+    def point(offset: int) -> tuple[int, int]:
+        row = bisect.bisect_right(line_starts, offset) - 1
+        return row, offset - line_starts[row]
+
+    def mapper_at(offset: int) -> Callable[[int, int], tuple[int, int]]:
+        row0, col0 = point(offset)
+        return lambda r, c: pos(row0 + r, col0 + c if r == 0 else c)
+
     out: list[Command] = []
-    rows = script.split("\n")
-    row = 0
-    while row < len(rows):
-        first = row
-        logical = rows[row]
-        while logical.endswith("\\") and row + 1 < len(rows):
-            row += 1
-            logical = logical[:-1] + " " + rows[row]
-        row += 1
-        lexer = shlex.shlex(logical, posix=True, punctuation_chars=";&|()")
-        lexer.whitespace_split = True
-        lexer.commenters = "#"
-        words: list[Word] = []
-        line, _ = pos(first, 0)
-        try:
-            tokens = list(lexer)
-        except ValueError:
-            tokens = logical.split()
-        for token in [*tokens, ";"]:
-            if token and set(token) <= set(";&|()"):
-                if words:
-                    out.append(
-                        _finish(Command(words, line, pos(row - 1, 0)[0], " ".join(w.raw for w in words)))
-                    )
-                words = []
-                continue
-            words.append(Word(token, token, line, 1, value=expand(token, scope).text))
+    segment: list[_Token] = []
+    expect_pattern = False  # inside `case ... in`, before a pattern's `)`
+    for token in [*tokens, _Token("op", ";", "", len(script), len(script))]:
+        if token.kind != "op":
+            segment.append(token)
+            continue
+        words = [t for t in segment if t.kind == "word"]
+        first = words[0].text if words and not words[0].quoted else ""
+        if first == "case" or token.text == ";;":
+            expect_pattern = True
+        if token.text == ")" and expect_pattern:
+            expect_pattern = False  # `pattern)`: not a command
+        elif token.text == "(" and segment:
+            pass  # `name() {`: a function definition
+        elif segment and first not in ("for", "case", "select"):
+            commands = _fallback_command(segment, script, point, mapper_at, pos, scope)
+            closer = segment[0].kind == "redirect" or (
+                segment[0].kind == "word" and segment[0].raw in ("done", "fi", "}", "esac")
+            )
+            if not commands and out and closer:
+                # `done <file`, `) >log`: the compound's redirects; keep them on its last command
+                out[-1].redirects.extend(_fallback_redirects(segment, point, pos))
+            out.extend(commands)
+        segment = []
+    return out
+
+
+def _fallback_redirects(
+    tokens: list[_Token], point: Callable[[int], tuple[int, int]], pos: Callable[[int, int], tuple[int, int]]
+) -> list[Redirect]:
+    """The redirects (operator and the word after it) among ``tokens``."""
+    out = []
+    for i, token in enumerate(tokens):
+        if token.kind == "redirect":
+            target = tokens[i + 1] if i + 1 < len(tokens) and tokens[i + 1].kind == "word" else None
+            line, column = pos(*point(token.start))
+            out.append(Redirect(token.text, target.text if target else "", line, column))
+    return out
+
+
+def _fallback_command(
+    tokens: list[_Token],
+    script: str,
+    point: Callable[[int], tuple[int, int]],
+    mapper_at: Callable[[int], Callable[[int, int], tuple[int, int]]],
+    pos: Callable[[int, int], tuple[int, int]],
+    scope: Mapping[str, str | None],
+) -> list[Command]:
+    while tokens and tokens[0].kind == "word" and not tokens[0].quoted and tokens[0].text in _FB_RESERVED:
+        tokens = tokens[1:]
+    if not tokens:
+        return []
+
+    def make_word(token: _Token) -> Word:
+        line, column = pos(*point(token.start))
+        value = expand(token.text, scope).text if token.dynamic or "$" in token.text else token.text
+        return Word(token.text, token.raw, line, column, token.quoted, token.dynamic, value)
+
+    words: list[Word] = []
+    assignments: dict[str, str] = {}
+    redirects: list[Redirect] = []
+    heredocs: list[_Token] = []
+    nested: list[Command] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token.kind == "redirect":
+            redirects.extend(_fallback_redirects(tokens[i : i + 2], point, pos))
+            i += 2 if i + 1 < len(tokens) and tokens[i + 1].kind == "word" else 1
+            continue
+        if token.kind == "heredoc":
+            heredocs.append(token)
+        elif not words and _ASSIGNMENT_RE.match(token.raw):
+            name, _, value = token.text.partition("=")
+            assignments[name.rstrip("+")] = value
+        else:
+            words.append(make_word(token))
+        for inner, offset in token.substitutions:
+            nested.extend(parse_script(inner, mapper_at(offset), scope))
+        i += 1
+    if not words or (words[0].text in _FB_DECLARATIONS | {"[", "[["} and not words[0].quoted):
+        return nested
+    first, last = tokens[0], tokens[-1]
+    row, col = point(first.start)
+    cmd = Command(
+        words,
+        pos(row, col)[0],
+        pos(*point(max(last.end - 1, first.start)))[0],
+        script[first.start : last.end],
+        assignments=assignments,
+        redirects=redirects,
+    )
+    cmd.position = (row, col)
+    out = [_finish(cmd)]
+    for heredoc in heredocs:
+        if heredoc.body is None:
+            continue
+        if cmd.name in SHELLS:
+            out.extend(parse_script(heredoc.body, mapper_at(heredoc.body_start), scope))
+        else:
+            cmd.stdin = heredoc.body
+            cmd.stdin_line = pos(*point(heredoc.body_start))[0]
+    out.extend(_shell_c_scripts(cmd, scope))
+    out.extend(nested)
     return out

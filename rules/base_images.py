@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from gpulint import data
+from gpulint.buildcontext import pip_sources
 from gpulint.context import LintContext
 from gpulint.cudabuild import compile_signals
 from gpulint.dockerfile import Stage
 from gpulint.finding import Finding, FixSafety, Severity
-from gpulint.gpubase import BaseInfo
+from gpulint.gpubase import BaseInfo, classify
 from gpulint.rule import Rule, register
-
-PIP_CUDA_FRAMEWORKS = {"torch", "jax", "jaxlib", "tensorflow", "tensorflow-gpu"}
 
 
 @register
@@ -60,6 +60,8 @@ class DevelFinalStage(Rule):
         info = ctx.base_info(root)
         if info is None or not info.is_devel:
             return
+        if info.family == "ngc" and info.framework in NO_RUNTIME_ALTERNATIVE:
+            return
         if compile_signals(ctx, chain):
             return
         replacement, saving = _replacement(ctx, root, info, chain)
@@ -76,27 +78,78 @@ class DevelFinalStage(Rule):
         )
 
 
+# NGC images that are not an SDK around a framework but the product itself: no runtime
+# flavour exists to name (Triton's -py3 image is its serving runtime; NeMo is its own stack).
+NO_RUNTIME_ALTERNATIVE = frozenset({"tritonserver", "nemo"})
+# pip/conda framework installs that bring their own CUDA libraries (nvidia-* wheels, conda cuda libs)
+_JAX_BUNDLED_EXTRAS = re.compile(r"^cuda\d*(-pip)?$")
+_CPU_INDEX = re.compile(r"/whl/(nightly/|test/)?cpu/?$")
+
+
+def _cuda_users(ctx: LintContext, chain: list[Stage]) -> tuple[bool, bool]:
+    """(a framework brings its own CUDA libraries, something needs the image's CUDA libraries)."""
+    bundled = False
+    system = False
+    for stage in chain:
+        for instr, _cmd, install in ctx.stage_installs(stage):
+            if install.manager == "pip":
+                specs = pip_sources(ctx, stage, instr, install).specs
+                cpu_index = any(_CPU_INDEX.search(url) for url in install.index_urls)
+            elif install.manager == "conda":
+                specs = install.packages
+                cpu_index = False
+            else:
+                continue
+            for spec in specs:
+                name = spec.name or ""
+                extras = {e.lower().replace("_", "-") for e in spec.extras}
+                if install.manager == "conda":
+                    if name in ("pytorch", "pytorch-gpu", "pytorch-cuda", "jaxlib-cuda", "tensorflow-gpu"):
+                        bundled = True
+                elif name in ("torch", "torchvision", "torchaudio"):
+                    local = (spec.local or "").lower()
+                    if not (cpu_index or local == "cpu"):
+                        bundled = True
+                elif name == "jax":
+                    if any(_JAX_BUNDLED_EXTRAS.match(e) for e in extras):
+                        bundled = True
+                    elif any(e.endswith("-local") for e in extras):
+                        system = True
+                elif name in ("tensorflow", "tensorflow-gpu", "tf-nightly"):
+                    if "and-cuda" in extras:
+                        bundled = True
+                    else:
+                        system = True
+                elif name == "onnxruntime-gpu":
+                    if not {"cuda", "cudnn"} <= extras:
+                        system = True
+                elif name.startswith("cupy-cuda") or name.startswith("tensorrt"):
+                    system = True
+    return bundled, system
+
+
 def _replacement(ctx: LintContext, root: Stage, info: BaseInfo, chain: list[Stage]) -> tuple[str, str]:
     savings = data.load("base_images")["devel_saving"]
-    pip_cuda = any(
-        spec.name in PIP_CUDA_FRAMEWORKS
-        for stage in chain
-        for _, _, install in ctx.stage_installs(stage)
-        if install.manager == "pip"
-        for spec in install.packages
-    )
+    bundled, system = _cuda_users(ctx, chain)
     ref = root.image
     assert ref is not None
     if info.family == "nvidia-cuda" and ref.tag:
-        os_part = f"-{info.os}" if info.os else ""
-        if pip_cuda:
+        if bundled and not system and info.cuda:
+            os_part = f"-{info.os}" if info.os else ""
             return ref.with_tag(f"{info.cuda}-base{os_part}"), savings["nvidia_cuda_base"]
-        cudnn = f"{info.cudnn}-" if info.cudnn else ""
-        return ref.with_tag(f"{info.cuda}-{cudnn}runtime{os_part}"), savings["nvidia_cuda_runtime"]
+        runtime_tag = re.sub(r"(?<=-)devel(?=-|$)", "runtime", ref.tag)
+        return ref.with_tag(runtime_tag), savings["nvidia_cuda_runtime"]
     if info.family == "pytorch" and ref.tag and ref.tag.endswith("-devel"):
         return ref.with_tag(ref.tag[: -len("-devel")] + "-runtime"), savings["pytorch_runtime"]
+    if info.family == "ngc" and info.framework == "tensorflow":
+        return (
+            "tensorflow/tensorflow:<version>-gpu, or an nvidia/cuda cudnn-runtime image with a pinned pip tensorflow",
+            savings["ngc"],
+        )
+    if info.family == "ngc" and info.framework == "jax":
+        return "an nvidia/cuda base image with a pinned pip jax[cuda12]", savings["ngc"]
     return (
-        "pytorch/pytorch:<torch>-cuda<X.Y>-cudnn<N>-runtime, or an nvidia/cuda runtime/base image with a pinned pip torch",
+        "pytorch/pytorch:<torch>-cuda<X.Y>-cudnn<N>-runtime, or an nvidia/cuda base image with a pinned pip torch",
         savings["ngc"],
     )
 
@@ -140,8 +193,6 @@ class UnpinnedBaseImage(Rule):
                 continue
             if ref.digest:
                 continue
-            from gpulint.gpubase import classify
-
             info = classify(ref)
             name = stage.base.text
             if ref.tag is None:
@@ -152,6 +203,7 @@ class UnpinnedBaseImage(Rule):
                 problem = f"uses the floating tag :{ref.tag}"
             else:
                 continue
+            origin = _arg_origin(ctx, stage)
             if info.gpu:
                 if info.family == "nvidia-cuda":
                     hint = "pin X.Y.Z-<flavour>-<os>, e.g. nvidia/cuda:12.4.1-runtime-ubuntu22.04 (nvidia/cuda has no latest tag: the pull fails)"
@@ -161,9 +213,41 @@ class UnpinnedBaseImage(Rule):
                     hint = "pin a release such as YY.MM-py3"
                 else:
                     hint = "pin an exact version tag"
-                message = f"GPU base image {name} {problem}: the next CUDA/framework release changes your image; {hint}"
+                if origin:
+                    hint = f"set the ARG default to a full version ({hint})"
+                message = f"GPU base image {name}{origin} {problem}: the next CUDA/framework release changes your image; {hint}"
                 severity = Severity.ERROR
             else:
-                message = f"base image {name} {problem}: builds are not reproducible; pin a version tag (and a digest)"
+                message = f"base image {name}{origin} {problem}: builds are not reproducible; pin a version tag (and a digest)"
                 severity = Severity.WARNING
-            yield self.finding(ctx, message, instruction=stage.from_instruction, severity=severity)
+            yield self.finding(
+                ctx,
+                message,
+                instruction=stage.from_instruction,
+                column=_image_column(ctx, stage),
+                severity=severity,
+            )
+
+
+_ARG_REF_RE = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _arg_origin(ctx: LintContext, stage: Stage) -> str:
+    """`` (from ARG CUDA=12)`` when the reference comes from ARG values."""
+    names = list(dict.fromkeys(_ARG_REF_RE.findall(stage.base_text)))
+    if not names:
+        return ""
+    scope = ctx.dockerfile.global_scope
+    parts = [f"{n}={scope.get(n)}" for n in names if scope.get(n) is not None]
+    return f" (from ARG {', '.join(parts)})" if parts else ""
+
+
+def _image_column(ctx: LintContext, stage: Stage) -> int:
+    """The column of the image reference on the FROM line."""
+    instr = stage.from_instruction
+    lines = ctx.dockerfile.lines
+    if not 1 <= instr.line <= len(lines):
+        return 1
+    text = lines[instr.line - 1]
+    match = re.search(r"(?<=\s)" + re.escape(stage.base_text) + r"(?=\s|$)", text)
+    return match.start() + 1 if match else 1

@@ -2,62 +2,51 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from gpulint import data
-from gpulint.buildcontext import RequirementsFile, context_file_for, read_requirements
+from gpulint.buildcontext import PipSources, conda_files, pip_sources
 from gpulint.context import LintContext
-from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, Severity
 from gpulint.installers import Install, PackageSpec
 from gpulint.rule import Rule, register
+from gpulint.shell import Command
 
+__all__ = ["PipSources", "UnpinnedFramework", "framework_names", "pip_sources"]
 
-@dataclass
-class PipSources:
-    """Everything one pip install command installs: its own specs plus its -r files."""
-
-    specs: list[PackageSpec]
-    constraint_pins: set[str]
-    files: list[RequirementsFile]
-
-
-def pip_sources(ctx: LintContext, stage: Stage, instr: Instruction, install: Install) -> PipSources:
-    specs = list(install.packages)
-    files: list[RequirementsFile] = []
-    constraint_files: list[RequirementsFile] = []
-    for image_path, kind in [(p, "r") for p in install.requirement_files] + [
-        (p, "c") for p in install.constraint_files
-    ]:
-        local = context_file_for(ctx, stage, instr, image_path)
-        if local is None:
-            continue
-        display = _display(ctx, local)
-        parsed = read_requirements(local, display)
-        if parsed is None:
-            continue
-        files.append(parsed)
-        if kind == "r":
-            specs.extend(parsed.specs)
-            constraint_files.extend(parsed.constraint_files)
-        else:
-            constraint_files.append(parsed)
-            constraint_files.extend(parsed.constraint_files)
-    pins = {spec.name for cf in constraint_files for spec in cf.specs if spec.name and spec.pinned}
-    return PipSources(specs, pins, files)
-
-
-def _display(ctx: LintContext, path: object) -> str:
-    import os
-
-    text = os.path.relpath(str(path))
-    return text if not text.startswith("..") else str(path)
+# flags that make pip/uv replace an installed package instead of keeping it
+_REPLACING_FLAGS = ("-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed", "--reinstall")
+# conda names of packages whose pip distribution has another name (what `pip` sees installed)
+_CONDA_TO_PIP = {"pytorch": "torch", "pytorch-gpu": "torch", "tensorflow-gpu": "tensorflow"}
+# conda packages whose versions have two parts, so `=X.Y` is exact
+_TWO_PART_VERSIONS = frozenset({"pytorch-cuda", "cudatoolkit", "cuda-version"})
 
 
 def framework_names() -> tuple[set[str], tuple[str, ...], set[str]]:
     table = data.load("packages")["frameworks"]
     return set(table["pip"]), tuple(table["pip_prefixes"]), set(table["conda"])
+
+
+def lost_constraint(cmd: Command, spec: PackageSpec) -> str | None:
+    """``torch>=2.0,<3`` unquoted: the redirects glued to the word, as the shell split them."""
+    if spec.source is not None:
+        return None
+    word = spec.word
+    end = (word.line, word.column + len(word.raw))
+    parts: list[str] = []
+    for redirect in sorted(cmd.redirects, key=lambda r: (r.line, r.column)):
+        if (redirect.line, redirect.column) != end:
+            continue
+        if not re.match(r"^=?[\d.*]", redirect.target) and not (
+            parts and re.match(r"^[\d.*]", redirect.target)
+        ):
+            break
+        parts.append(redirect.op + redirect.target)
+        end = (redirect.line, redirect.column + len(redirect.op) + len(redirect.target))
+    if parts:
+        return "".join(parts)
+    return spec.lost_constraint
 
 
 @register
@@ -70,10 +59,19 @@ class UnpinnedFramework(Rule):
         Finds pip, `python -m pip`, `uv pip`, conda, mamba and micromamba installs of
         torch, torchvision, torchaudio, tensorflow, jax/jaxlib (including
         `jax[cuda12]`), paddlepaddle-gpu or mxnet (conda: pytorch, pytorch-cuda,
-        tensorflow-gpu...) without an exact pin - on the command line, or in the
+        tensorflow-gpu...) without an exact pin - on the command line, in the
         requirements files the Dockerfile copies from the build context and installs
-        with `-r`. An unquoted `torch>=2.0` is reported too: the shell reads `>=2.0`
-        as a redirect into a file named `=2.0`, and the constraint is lost.
+        with `-r`, and in the environment.yml / spec files conda installs with `-f`.
+        An unquoted `torch>=2.0` is reported too: the shell reads `>=2.0` as a
+        redirect into a file named `=2.0`, and the constraint is lost (`torch<3`
+        reads from a file named `3`, and the RUN fails).
+
+        Not reported: `==`/`===` pins, conda `pkg=1.2.3`/`pkg==1.2.3`, `@ <url>` to a
+        versioned wheel, a package pinned by a constraints file (`-c`,
+        `PIP_CONSTRAINT`, uv `--override`), and an unpinned reinstall of a package
+        pinned earlier in the image without `-U`/`--force-reinstall` (pip keeps the
+        installed version). Conda's `pytorch=2.1` is a prefix match (any 2.1.x) and is
+        reported.
     """
     why = """
         Each framework release moves its CUDA build, its cuDNN and its pinned
@@ -93,53 +91,184 @@ class UnpinnedFramework(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        pip_names, pip_prefixes, conda_names = framework_names()
-        for stage in ctx.stages:
-            pinned_before: set[str] = set()
-            for instr, _cmd, install in ctx.stage_installs(stage):
-                if install.manager == "pip":
-                    sources = pip_sources(ctx, stage, instr, install)
-                    for spec in sources.specs:
-                        name = spec.name
-                        if name is None or not (name in pip_names or name.startswith(pip_prefixes)):
-                            continue
-                        if spec.pinned and not spec.lost_constraint:
-                            pinned_before.add(name)
-                            continue
-                        if name in sources.constraint_pins:
-                            continue
-                        if install.no_deps and name in pinned_before:
-                            continue
-                        yield self._report(ctx, spec, install)
-                elif install.manager == "conda":
-                    for spec in install.packages:
-                        if spec.name in conda_names and not spec.pinned:
-                            yield self._report(ctx, spec, install)
+        seen: set[tuple[str, int, int]] = set()
+        for finding in self._check(ctx):
+            key = (finding.path, finding.line, finding.column)
+            if key not in seen:
+                seen.add(key)
+                yield finding
 
-    def _report(self, ctx: LintContext, spec: PackageSpec, install: Install) -> Finding:
+    def _check(self, ctx: LintContext) -> Iterator[Finding]:
+        pip_names, pip_prefixes, conda_names = framework_names()
+
+        def is_framework(name: str | None) -> bool:
+            return name is not None and (name in pip_names or name.startswith(pip_prefixes))
+
+        pinned_by_stage: dict[int, set[str]] = {}
+        for stage in ctx.stages:
+            pinned = set(pinned_by_stage.get(id(stage.parent), set())) if stage.parent else set()
+            for instr in stage.instructions:
+                if instr.keyword != "RUN":
+                    continue
+                installs = {id(cmd): install for cmd, install in ctx.installs(instr)}
+                for cmd in ctx.commands(instr):
+                    install = installs.get(id(cmd))
+                    if install is not None and install.manager == "pip":
+                        sources = pip_sources(ctx, stage, instr, install)
+                        for spec in sources.specs:
+                            if is_framework(spec.name):
+                                finding = self._pip_spec(ctx, cmd, install, spec, sources, pinned)
+                                if finding is not None:
+                                    yield finding
+                    elif install is not None and install.manager == "conda":
+                        for spec in install.packages:
+                            if spec.name in conda_names:
+                                finding = self._conda_spec(ctx, cmd, install, spec, pinned)
+                                if finding is not None:
+                                    yield finding
+                    for env_file in conda_files(ctx, stage, instr, cmd):
+                        for spec in env_file.conda_specs:
+                            if spec.name in conda_names:
+                                finding = self._conda_spec(ctx, cmd, install, spec, pinned)
+                                if finding is not None:
+                                    yield finding
+                        if env_file.pip is not None:
+                            pins = {
+                                s.name for cf in env_file.pip.constraint_files for s in cf.specs if s.pinned
+                            }
+                            env_sources = PipSources(
+                                env_file.pip.specs, {p for p in pins if p}, [env_file.pip]
+                            )
+                            for spec in env_file.pip.specs:
+                                if is_framework(spec.name):
+                                    finding = self._pip_spec(ctx, cmd, None, spec, env_sources, pinned)
+                                    if finding is not None:
+                                        yield finding
+            pinned_by_stage[id(stage)] = pinned
+
+    # -- pip -------------------------------------------------------------------
+    def _pip_spec(
+        self,
+        ctx: LintContext,
+        cmd: Command,
+        install: Install | None,
+        spec: PackageSpec,
+        sources: PipSources,
+        pinned: set[str],
+    ) -> Finding | None:
         name = spec.name or spec.raw
-        where = f" (from {spec.source})" if spec.source else ""
-        if spec.lost_constraint:
-            message = (
-                f"`{spec.raw}{spec.lost_constraint}` is not quoted: the shell treats `{spec.lost_constraint}` as a "
-                f"redirect into a file, so the constraint is lost and {install.tool} installs the newest {name}; "
-                f'quote it and pin an exact version ("{name}==<version>")'
+        lost = lost_constraint(cmd, spec)
+        tool = _tool(cmd, install)
+        if lost:
+            return self._report(ctx, spec, _lost_message(spec, lost, tool, name))
+        if spec.pinned:
+            pinned.add(name)
+            return None
+        if name in sources.constraint_pins:
+            pinned.add(name)
+            return None
+        replacing = install is not None and install.has(*_REPLACING_FLAGS)
+        if name in pinned and not replacing:
+            return None  # already installed at a pinned version: pip keeps it
+        if name in pinned and replacing:
+            flags = " ".join(f for f in _REPLACING_FLAGS if install is not None and install.has(f))
+            return self._report(
+                ctx,
+                spec,
+                f"`{tool} install {flags}` of an unpinned {name} replaces the {name} pinned earlier in this image "
+                f"with the newest release (and its CUDA build); pin {name}==<version> here too",
             )
-        elif spec.kind == "vcs":
-            message = f"{name} is installed from a git branch ({spec.raw}); pin a commit SHA or a release tag"
-        elif spec.specifier:
-            pin = f"{name}=<version>" if install.manager == "conda" else f"{name}==<version>"
-            message = (
-                f"{name}{where} is constrained only by `{spec.specifier}`, not pinned: the next release changes "
-                f"its CUDA build and kernels; pin {pin}"
-            )
-        else:
-            pin = f"{name}=<version>" if install.manager == "conda" else f"{name}==<version>"
-            message = (
-                f"{name}{where} is installed without a version: each rebuild takes the newest release, "
-                f"with another CUDA build; pin {pin}"
-            )
+        return self._report(ctx, spec, _unpinned_message(spec, name, conda=False))
+
+    # -- conda -----------------------------------------------------------------
+    def _conda_spec(
+        self,
+        ctx: LintContext,
+        cmd: Command,
+        install: Install | None,
+        spec: PackageSpec,
+        pinned: set[str],
+    ) -> Finding | None:
+        name = spec.name or spec.raw
+        lost = lost_constraint(cmd, spec)
+        if lost:
+            tool = install.tool if install is not None else cmd.name
+            return self._report(ctx, spec, _lost_message(spec, lost, tool, name, conda=True))
+        if spec.pinned:
+            fuzzy = _conda_prefix_pin(spec)
+            if fuzzy is not None:
+                return self._report(
+                    ctx,
+                    spec,
+                    f"`{spec.raw}` matches any {name} {fuzzy}.x release (conda's single `=` is a prefix match): "
+                    f"the next patch release changes the build; pin the full version ({name}={fuzzy}.<patch>)",
+                )
+            pinned.add(_CONDA_TO_PIP.get(name, name))
+            return None
+        return self._report(ctx, spec, _unpinned_message(spec, name, conda=True))
+
+    def _report(self, ctx: LintContext, spec: PackageSpec, message: str) -> Finding:
         column = spec.word.column
         if spec.source:
             return self.finding_at(spec.source, spec.word.line, message, column=column)
         return self.finding(ctx, message, line=spec.word.line, column=column)
+
+
+def _tool(cmd: Command, install: Install | None) -> str:
+    if install is None:
+        return "pip"
+    if install.tool == "uv":
+        return "uv pip"
+    if re.match(r"^python[\d.]*$", cmd.name):
+        return f"{cmd.name} -m pip"
+    return install.tool
+
+
+def _lost_message(spec: PackageSpec, lost: str, tool: str, name: str, conda: bool = False) -> str:
+    pin = f"{name}=<version>" if conda else f"{name}==<version>"
+    written = f"{spec.raw}{lost}"
+    if "<" in lost:
+        file = lost.split("<", 1)[1]
+        return (
+            f"`{written}` is not quoted: the shell reads `<{file}` as input from a file named `{file}`, which does "
+            f"not exist, so this RUN fails before {tool} starts; quote the requirement and pin an exact version "
+            f'("{pin}")'
+        )
+    target = lost.lstrip(">")
+    return (
+        f"`{written}` is not quoted: the shell treats `{lost}` as a redirect into a file named `{target}`, so the "
+        f"constraint is lost and {tool} installs the newest {name}; quote it and pin an exact version "
+        f'("{pin}")'
+    )
+
+
+def _unpinned_message(spec: PackageSpec, name: str, conda: bool) -> str:
+    pin = f"{name}=<version>" if conda else f"{name}==<version>"
+    where = f" (in {spec.source})" if spec.source else ""
+    if spec.kind == "vcs":
+        return f"{name}{where} is installed from a git branch ({spec.raw}); pin a commit SHA or a release tag"
+    if spec.kind == "url":
+        return (
+            f"{name}{where} is installed from {spec.raw}, a URL without a version in its file name; "
+            f"install a versioned wheel or pin {pin}"
+        )
+    if spec.specifier:
+        return (
+            f"{name}{where} is constrained only by `{spec.specifier}`, not pinned: the next release changes "
+            f"its CUDA build and kernels; pin {pin}"
+        )
+    return (
+        f"{name}{where} is installed without a version: each rebuild takes the newest release, "
+        f"with another CUDA build; pin {pin}"
+    )
+
+
+def _conda_prefix_pin(spec: PackageSpec) -> str | None:
+    """``pytorch=2.1``: conda's ``=`` matches 2.1.*; the series when the pin is not exact."""
+    text = spec.specifier.strip()
+    if not text.startswith("=") or text.startswith("==") or spec.version_from_variable:
+        return None
+    version = spec.version or ""
+    if spec.name in _TWO_PART_VERSIONS or not re.match(r"^\d+(\.\d+)?$", version):
+        return None
+    return version if version.count(".") < 2 else None

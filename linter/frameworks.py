@@ -1,0 +1,92 @@
+"""Which CUDA a framework install brings: torch variants, jax extras, onnxruntime-gpu."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import data
+from .installers import Install, PackageSpec
+
+_WHL_INDEX_RE = re.compile(r"/whl/(?:nightly/|test/)?(cu\d{2,3}|cpu|rocm[\d.]+)/?$")
+
+
+@dataclass(frozen=True)
+class Variant:
+    kind: str  # "cuda" | "cpu" | "rocm"
+    cuda: str | None  # "12.4" when known
+    how: str  # how we know: "+cu124", "index .../whl/cu124", "PyPI default for torch 2.4"
+    explicit: bool  # chosen explicitly (index, local version, wheel URL) rather than by PyPI's default
+
+
+def cu_to_version(tag: str) -> str:
+    digits = tag.lower().removeprefix("cu")
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def torch_series(version: str) -> str | None:
+    match = re.match(r"^(\d+)\.(\d+)", version)
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def series_info(version: str) -> dict[str, object] | None:
+    series = torch_series(version)
+    table: dict[str, dict[str, object]] = data.load("torch")["series"]
+    return table.get(series) if series else None
+
+
+def torch_variant(spec: PackageSpec, install: Install) -> Variant | None:
+    """The variant of a torch (or torchvision/torchaudio) install, when it can be told."""
+    local = spec.local
+    if local is None and spec.url:
+        match = re.search(r"(?:\+|%2[Bb])(cu\d{2,3}|cpu)", spec.url)
+        local = match.group(1) if match else None
+    if local:
+        if local.lower() == "cpu":
+            return Variant("cpu", None, "+cpu", True)
+        if local.lower().startswith("cu"):
+            return Variant("cuda", cu_to_version(local), f"+{local}", True)
+        if local.lower().startswith("rocm"):
+            return Variant("rocm", None, f"+{local}", True)
+    backend = install.options.get("--torch-backend")
+    if backend:
+        value = backend[-1].lower()
+        if value == "cpu":
+            return Variant("cpu", None, "--torch-backend cpu", True)
+        if value.startswith("cu"):
+            return Variant("cuda", cu_to_version(value), f"--torch-backend {value}", True)
+    for url in install.index_urls + install.extra_index_urls + install.find_links:
+        match = _WHL_INDEX_RE.search(url.rstrip("/") + "/") or _WHL_INDEX_RE.search(url)
+        if match:
+            tag = match.group(1)
+            if tag == "cpu":
+                return Variant("cpu", None, f"index {url}", True)
+            if tag.startswith("cu"):
+                return Variant("cuda", cu_to_version(tag), f"index {url}", True)
+            return Variant("rocm", None, f"index {url}", True)
+    if spec.version:
+        info = series_info(spec.version) if spec.name == "torch" else None
+        if info and info.get("pypi_cuda"):
+            cuda = str(info["pypi_cuda"])
+            return Variant(
+                "cuda", cuda, f"PyPI's default for torch {torch_series(spec.version)} (CUDA {cuda})", False
+            )
+        return Variant("cuda", None, "PyPI's default (a CUDA build on Linux x86_64)", False)
+    return Variant("cuda", None, "PyPI's default (a CUDA build on Linux x86_64)", False)
+
+
+def framework_cuda(spec: PackageSpec, install: Install) -> Variant | None:
+    """CUDA brought by torch, jax[cudaNN] or onnxruntime-gpu installs; None for other packages."""
+    if spec.name == "torch":
+        return torch_variant(spec, install)
+    if spec.name == "jax":
+        for extra in spec.extras:
+            match = re.match(r"^cuda(\d+)", extra)
+            if match:
+                return Variant("cuda", match.group(1), f"jax[{extra}]", True)
+        return None
+    if spec.name == "onnxruntime-gpu":
+        if spec.version and re.match(r"^1\.(19|[2-9]\d)", spec.version):
+            return Variant("cuda", "12", f"onnxruntime-gpu {spec.version} (CUDA 12 builds since 1.19)", False)
+        return None
+    return None

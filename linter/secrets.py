@@ -1,0 +1,114 @@
+"""Credentials in Dockerfiles: names that hold them, literal tokens, and redaction.
+
+The scan runs whether or not the GL6xx rules are enabled, so that no output
+format (code frames included) ever shows a secret value.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+from dataclasses import dataclass
+
+from . import data
+from .dockerfile import Dockerfile
+
+REDACTED = "***"
+
+
+@functools.cache
+def _token_re() -> re.Pattern[str]:
+    formats: dict[str, str] = data.load("secrets")["token_formats"]
+    return re.compile("|".join(f"(?:{p})" for p in formats.values()))
+
+
+_USERINFO_RE = re.compile(
+    r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@'\"$]+):(?P<password>[^@\s/'\"]+)@"
+)
+_BEARER_RE = re.compile(r"(?i)(?P<prefix>authorization:\s*(?:bearer|token|basic)\s+)(?P<value>[^\s'\"$]+)")
+_TOKEN_FLAG_RE = re.compile(
+    r"(?P<prefix>--(?:token|password|api-key|apikey)[= ]\s*['\"]?)(?P<value>[^\s'\"$]+)"
+)
+
+
+def is_secret_name(name: str) -> bool:
+    table = data.load("secrets")["names"]
+    upper = name.upper()
+    if upper in table["not_secret"] or any(upper.endswith(s) for s in table["not_secret_suffixes"]):
+        return False
+    if upper in table["exact"]:
+        return True
+    return any(fnmatch.fnmatchcase(upper, p) for p in table["patterns"])
+
+
+@dataclass(frozen=True)
+class SecretSpan:
+    line: int
+    start: int  # 0-based column in the line
+    end: int
+    kind: str  # "token" | "password" | "bearer" | "flag" | "assignment"
+
+
+def literal_secrets(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, kind) of literal credentials in one line of text (variables are not secrets)."""
+    out: list[tuple[int, int, str]] = []
+    for m in _token_re().finditer(text):
+        out.append((m.start(), m.end(), "token"))
+    for m in _USERINFO_RE.finditer(text):
+        out.append((m.start("password"), m.end("password"), "password"))
+    for m in _BEARER_RE.finditer(text):
+        out.append((m.start("value"), m.end("value"), "bearer"))
+    for m in _TOKEN_FLAG_RE.finditer(text):
+        out.append((m.start("value"), m.end("value"), "flag"))
+    # one finding per credential: drop spans that overlap an earlier one
+    kept: list[tuple[int, int, str]] = []
+    priority = {"token": 0, "password": 1, "bearer": 2, "flag": 3}
+    for span in sorted(out, key=lambda s: (s[0], priority[s[2]])):
+        if not kept or span[0] >= kept[-1][1]:
+            kept.append(span)
+    return kept
+
+
+def scan(df: Dockerfile) -> list[SecretSpan]:
+    """Every secret value in the file: literal tokens anywhere, values of credential-named ARG/ENV."""
+    spans: list[SecretSpan] = []
+    lines = df.lines
+    for number, text in enumerate(lines, start=1):
+        for start, end, kind in literal_secrets(text):
+            spans.append(SecretSpan(number, start, end, kind))
+    for instr in df.instructions:
+        if instr.keyword not in ("ENV", "ARG"):
+            continue
+        for key, value in instr.key_values():
+            if not value or not is_secret_name(key):
+                continue
+            for number in range(instr.line, instr.end_line + 1):
+                text = lines[number - 1]
+                idx = text.find(value)
+                if idx >= 0:
+                    spans.append(SecretSpan(number, idx, idx + len(value), "assignment"))
+                    break
+    return spans
+
+
+def redact_text(text: str, spans: list[SecretSpan]) -> str:
+    if not spans:
+        return text
+    lines = text.split("\n")
+    by_line: dict[int, list[SecretSpan]] = {}
+    for span in spans:
+        by_line.setdefault(span.line, []).append(span)
+    for number, items in by_line.items():
+        if not 1 <= number <= len(lines):
+            continue
+        line = lines[number - 1]
+        for span in sorted(items, key=lambda s: s.start, reverse=True):
+            line = line[: span.start] + REDACTED + line[span.end :]
+        lines[number - 1] = line
+    return "\n".join(lines)
+
+
+def redact_value(value: str) -> str:
+    """A credential shown in a message: its kind only, never a character of it."""
+    return REDACTED if value else value

@@ -1,0 +1,211 @@
+"""GL6xx: credentials baked into images. No message ever contains a secret value."""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import shlex
+from collections.abc import Iterator
+
+from gpulint import data
+from gpulint.context import LintContext
+from gpulint.dockerfile import Instruction
+from gpulint.finding import Finding, FixSafety, Severity
+from gpulint.rule import Rule, register
+from gpulint.secrets import is_secret_name, literal_secrets
+
+
+@register
+class SecretInArgOrEnv(Rule):
+    code = "GL601"
+    slug = "secret-in-arg-or-env"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.SUGGEST
+    summary = "A credential is passed through ARG or ENV"
+    what = """
+        Finds `ARG` and `ENV` whose name is a credential's (HF_TOKEN,
+        HUGGING_FACE_HUB_TOKEN, WANDB_API_KEY, NGC_API_KEY, OPENAI_API_KEY,
+        AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, `*_TOKEN`, `*_API_KEY`, `*PASSWORD*`,
+        `*SECRET*`) and that carries a value or is meant to receive one through
+        `--build-arg`. The value is never printed.
+    """
+    why = """
+        `ENV` values are stored in the image config, and `ARG` values passed with
+        `--build-arg` in the image history (`docker history`), where anyone who
+        can pull the image reads them. Images travel: registries, caches, laptops.
+    """
+    example = """
+        ARG HF_TOKEN
+        RUN huggingface-cli download --token $HF_TOKEN meta-llama/Llama-3.1-8B
+    """
+    instead = """
+        Mount the secret for the one step that needs it; it never lands in a layer:
+
+        RUN --mount=type=secret,id=hf_token,env=HF_TOKEN \\
+            huggingface-cli download meta-llama/Llama-3.1-8B
+        # docker build --secret id=hf_token,env=HF_TOKEN .
+    """
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        for instr in ctx.dockerfile.instructions:
+            if instr.keyword not in ("ARG", "ENV"):
+                continue
+            for key, value in _pairs(instr):
+                if not is_secret_name(key):
+                    continue
+                if instr.keyword == "ENV":
+                    if not value:
+                        continue
+                    message = (
+                        f"ENV {key}=*** stores a credential in the image config, readable by anyone who can pull "
+                        "the image; use RUN --mount=type=secret for the step that needs it"
+                    )
+                else:
+                    how = "its default value" if value else "a value passed with --build-arg"
+                    message = (
+                        f"ARG {key} puts a credential ({how}) into the image history (docker history shows it); "
+                        "use RUN --mount=type=secret,id=... and docker build --secret"
+                    )
+                yield self.finding(ctx, message, instruction=instr)
+
+
+def _pairs(instr: Instruction) -> list[tuple[str, str | None]]:
+    if instr.keyword == "ENV":
+        return [(k, v) for k, v in instr.key_values()]
+    out: list[tuple[str, str | None]] = []
+    try:
+        words = shlex.split(instr.args)
+    except ValueError:
+        words = instr.args.split()
+    for word in words:
+        key, sep, value = word.partition("=")
+        out.append((key, value if sep else None))
+    return out
+
+
+def _credential_match(path: str) -> str | None:
+    patterns: list[str] = data.load("secrets")["credential_files"]
+    normalized = path.replace("\\", "/").rstrip("/")
+    for pattern in patterns:
+        if "/" in pattern:
+            if normalized == pattern or normalized.endswith("/" + pattern):
+                return pattern
+        elif fnmatch.fnmatchcase(posixpath.basename(normalized), pattern):
+            return pattern
+    return None
+
+
+@register
+class CredentialFileCopied(Rule):
+    code = "GL602"
+    slug = "credential-file-copied"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.SUGGEST
+    summary = "A credential file is copied into the image"
+    what = """
+        Finds `COPY`/`ADD` of credential files: `.netrc`, `.huggingface/token`,
+        `.cache/huggingface/token`, `.aws/credentials`, `.docker/config.json`,
+        `id_rsa*`, `.env`, private keys (`*key.pem`, `*.key`), `.kaggle/kaggle.json`,
+        `.ngc/config`. With a build context, also a directory copy (`COPY . .`)
+        that sends such a file because `.dockerignore` does not exclude it.
+    """
+    why = """
+        A file copied into a layer stays in the image even if a later step deletes
+        it; anyone who pulls the image can extract it.
+    """
+    example = """
+        COPY .netrc /root/.netrc
+        RUN pip install -r requirements.txt
+    """
+    instead = """
+        Mount it for the one step that needs it:
+
+        RUN --mount=type=secret,id=netrc,target=/root/.netrc pip install -r requirements.txt
+    """
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        from gpulint.contextfiles import copied_files
+
+        for stage in ctx.stages:
+            for instr in stage.instructions:
+                if instr.keyword not in ("COPY", "ADD") or instr.flag("from") is not None or instr.heredocs:
+                    continue
+                sources = _sources(instr)
+                reported = False
+                for source in sources:
+                    pattern = _credential_match(source)
+                    if pattern:
+                        reported = True
+                        yield self.finding(
+                            ctx,
+                            f"{instr.keyword} copies {source}, a credential file ({pattern}), into a layer where anyone "
+                            "who pulls the image can read it; use RUN --mount=type=secret",
+                            instruction=instr,
+                        )
+                if reported:
+                    continue
+                for item in copied_files(ctx, instr):
+                    pattern = _credential_match(item.relative)
+                    if pattern:
+                        yield self.finding(
+                            ctx,
+                            f"{instr.keyword} {' '.join(sources)} sends {item.relative} from the build context, a "
+                            f"credential file ({pattern}); add it to .dockerignore and use RUN --mount=type=secret",
+                            instruction=instr,
+                        )
+
+
+def _sources(instr: Instruction) -> list[str]:
+    argv = instr.exec_form
+    if argv is None:
+        try:
+            argv = shlex.split(instr.args)
+        except ValueError:
+            argv = instr.args.split()
+    return [instr.expand(a).text for a in argv[:-1]]
+
+
+@register
+class InlineToken(Rule):
+    code = "GL603"
+    slug = "inline-token"
+    severity = Severity.ERROR
+    fix_safety = FixSafety.SUGGEST
+    summary = "A token or password is written into a RUN command"
+    what = """
+        Finds literal credentials in `RUN` (and `ADD` URLs): Hugging Face, GitHub,
+        GitLab, OpenAI, AWS and NVIDIA token formats, `--token <literal>`,
+        `Authorization: Bearer <literal>` headers, and `https://user:password@`
+        URLs. Variables (`$HF_TOKEN`) are not literals. The value is never printed.
+    """
+    why = """
+        The command line of every `RUN` is stored in the image history: the token
+        ships with the image and into every registry and cache it passes.
+    """
+    example = """
+        RUN huggingface-cli login --token hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789
+    """
+    instead = """
+        RUN --mount=type=secret,id=hf_token,env=HF_TOKEN huggingface-cli download org/model
+    """
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        lines = ctx.dockerfile.lines
+        for instr in ctx.dockerfile.instructions:
+            if instr.keyword not in ("RUN", "ADD"):
+                continue
+            for number in range(instr.line, instr.end_line + 1):
+                for start, _end, kind in literal_secrets(lines[number - 1]):
+                    label = {
+                        "token": "an access token",
+                        "password": "a password in a URL",
+                        "bearer": "a literal Authorization header value",
+                        "flag": "a literal --token/--password value",
+                    }[kind]
+                    yield self.finding(
+                        ctx,
+                        f"{instr.keyword} contains {label} (***): it is stored in the image history; "
+                        "pass it with RUN --mount=type=secret instead",
+                        line=number,
+                        column=start + 1,
+                    )

@@ -1,0 +1,48 @@
+"""Shared test helpers.
+
+``require_tool(name)``: the path of an external tool a test needs (git, pre-commit). Where it is
+missing the test is skipped with the reason, except when ``GPULINT_REQUIRE_TOOLS=1`` (CI sets
+it): then the test fails, so that CI never passes by skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO_ROOT / "fixtures" / "examples"
+
+
+def tools_required() -> bool:
+    return os.environ.get("GPULINT_REQUIRE_TOOLS", "").strip() not in ("", "0")
+
+
+def find_tool(name: str) -> str | None:
+    """``name`` next to the running interpreter (a venv's bin/), else on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    return shutil.which(name)
+
+
+def require_tool(name: str) -> str:
+    """The path of tool ``name``; skip the test without it (fail under GPULINT_REQUIRE_TOOLS=1)."""
+    path = find_tool(name)
+    if path is None:
+        reason = f"{name} is not installed (needed by this test)"
+        if tools_required():
+            pytest.fail(f"{reason}; GPULINT_REQUIRE_TOOLS=1 turns this skip into a failure")
+        pytest.skip(reason)
+    return path
+
+
+@pytest.fixture(name="require_tool")
+def require_tool_fixture() -> Callable[[str], str]:
+    """The :func:`require_tool` helper as a fixture: ``git = require_tool("git")``."""
+    return require_tool

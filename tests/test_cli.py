@@ -1,0 +1,556 @@
+"""The command line as a user meets it: exit codes, one-line errors, formats, reports, stdin.
+
+Exit codes and stderr are checked on the real console script (a subprocess); the rest calls
+``gpulint.cli.main`` in-process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+from gpulint import __version__
+from gpulint.cli import FORMAT_CHOICES, main
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO_ROOT / "fixtures" / "examples"
+BAD_EXAMPLE = EXAMPLES / "llm-server.Dockerfile"
+GOOD_EXAMPLE = EXAMPLES / "llm-server-good.Dockerfile"
+SARIF_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-schema-2.1.0.json"
+
+# A devel base that compiles nothing (GL101, warning) and an unpinned torch (GL201, error).
+DEVEL_UNPINNED = (
+    "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+    "RUN pip install --no-cache-dir torch\n"
+)
+# Only a warning: GL101.
+DEVEL_ONLY = "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nCMD [\"python3\"]\n"
+CLEAN = 'FROM nvidia/cuda:12.4.1-base-ubuntu22.04\nCMD ["python3"]\n'
+
+
+def gpulint_command() -> list[str]:
+    script = Path(sys.executable).parent / "gpulint"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "gpulint"]
+
+
+def run_gpulint(
+    *args: str | os.PathLike[str],
+    cwd: Path | None = None,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    proc = subprocess.run(
+        [*gpulint_command(), *map(str, args)],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        env=full_env,
+        timeout=120,
+        check=False,
+    )
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
+    )
+
+
+def run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out, err = capsys.readouterr()
+    code = exc.value.code
+    assert isinstance(code, int)
+    return code, out, err
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory with no config above it that gpulint could pick up."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NO_COLOR", "1")
+    return tmp_path
+
+
+def assert_one_error_line(proc: subprocess.CompletedProcess[str], *expected: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert line.startswith("gpulint: error: "), line
+    assert "Traceback" not in proc.stderr and "Usage:" not in proc.stderr
+    for text in expected:
+        assert text in line, line
+    return line
+
+
+# -- the shipped examples -------------------------------------------------------------------
+
+
+def test_example_tty_shows_findings_with_code_frames_and_exits_1() -> None:
+    proc = run_gpulint("--format", "tty", "fixtures/examples/llm-server.Dockerfile", cwd=REPO_ROOT)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == ""
+    out = proc.stdout
+    assert "fixtures/examples/llm-server.Dockerfile:3:1" in out
+    for code in ("GL101", "GL201", "GL401"):
+        assert code in out
+    # the code frame: the offending source line with a marker under it
+    assert "FROM nvidia/cuda:${CUDA_VERSION}-cudnn-devel-ubuntu22.04" in out
+    assert "^" in out
+    assert "\x1b[" not in out  # no colour codes when stdout is not a terminal
+
+
+def test_example_plain_is_the_default_off_a_terminal() -> None:
+    proc = run_gpulint("fixtures/examples/llm-server.Dockerfile", cwd=REPO_ROOT)
+    assert proc.returncode == 1
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("fixtures/examples/llm-server.Dockerfile:3:1: GL101 [warning] ")
+    assert proc.stdout.splitlines()[-1].endswith(")")  # "6 findings (3 error, 3 warning)"
+
+
+def test_good_example_exits_0() -> None:
+    proc = run_gpulint(GOOD_EXAMPLE)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stderr == ""
+
+
+def test_version() -> None:
+    proc = run_gpulint("--version")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == f"gpulint {__version__}"
+
+
+def test_help_exits_0() -> None:
+    proc = run_gpulint("--help")
+    assert proc.returncode == 0
+    assert "--fail-on" in proc.stdout and "--format" in proc.stdout
+
+
+# -- errors: exit 2, one line on stderr, no traceback ----------------------------------------
+
+
+def test_missing_file(project: Path) -> None:
+    assert_one_error_line(run_gpulint("nope.Dockerfile", cwd=project), "nope.Dockerfile")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x7fELF\x02\x01\x01\x00\x00\x00" + bytes(range(256)) * 8, b"\xff\xfe\xfd not utf-8 \xc3\x28"],
+    ids=["binary", "not-utf8"],
+)
+def test_binary_garbage(project: Path, data: bytes) -> None:
+    (project / "Dockerfile").write_bytes(data)
+    assert_one_error_line(run_gpulint("Dockerfile", cwd=project), "Dockerfile")
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ("select: [GL1\n", "invalid YAML"),
+        ("selekt: [GL1]\n", "'selekt'"),
+        ("select: [GL1]\nfail_on: error\n", "'fail_on'"),
+        ("select: 5\n", "select"),
+        ("ignore: {GL1: true}\n", "ignore"),
+        ("severity: [GL101]\n", "severity"),
+        ("severity: {GL101: loud}\n", "severity"),
+        ("fail-on: sometimes\n", "fail-on"),
+        ("fail-on: [error]\n", "fail-on"),
+        ("min-driver: 550.120\n", "min-driver"),
+        ("min-driver: banana\n", "min-driver"),
+        ("weights-threshold: lots\n", "weights-threshold"),
+        ("build-args: [CUDA=12]\n", "build-args"),
+        ("build-args: {CUDA: [12]}\n", "build-args"),
+        ("per-file-ignores: [GL1]\n", "per-file-ignores"),
+        ("exclude: 5\n", "exclude"),
+        ("- just\n- a list\n", "mapping"),
+    ],
+)
+def test_bad_config(project: Path, config: str, expected: str) -> None:
+    (project / "Dockerfile").write_text(CLEAN)
+    (project / ".gpulint.yaml").write_text(config)
+    line = assert_one_error_line(run_gpulint("Dockerfile", cwd=project), expected)
+    assert ".gpulint.yaml" in line
+    # the same file through --config
+    (project / "other.yaml").write_text(config)
+    assert_one_error_line(run_gpulint("--config", "other.yaml", "Dockerfile", cwd=project), expected)
+
+
+def test_bad_pyproject(project: Path) -> None:
+    (project / "Dockerfile").write_text(CLEAN)
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nselect = ["GL1"\n')
+    assert_one_error_line(run_gpulint("Dockerfile", cwd=project), "pyproject.toml", "TOML")
+    (project / "pyproject.toml").write_text('[tool.gpulint]\nignroe = ["GL1"]\n')
+    assert_one_error_line(run_gpulint("Dockerfile", cwd=project), "'ignroe'", "did you mean 'ignore'")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--bogus", "Dockerfile"], "--bogus"),
+        (["--format", "xml", "Dockerfile"], "xml"),
+        (["--fail-on", "sometimes", "Dockerfile"], "fail-on"),
+        (["--severity", "GL101", "Dockerfile"], "--severity"),
+        (["--severity", "GL101=loud", "Dockerfile"], "loud"),
+        (["--select", "GL999", "Dockerfile"], "GL999"),
+        (["--ignore", "no-such-rule", "Dockerfile"], "no-such-rule"),
+        (["--min-driver", "new", "Dockerfile"], "min-driver"),
+        (["--build-arg", "=x", "Dockerfile"], "--build-arg"),
+        (["--context", "no-such-dir", "Dockerfile"], "no-such-dir"),
+        (["--config", "missing.yaml", "Dockerfile"], "missing.yaml"),
+        (["--target", "nope", "Dockerfile"], "nope"),
+        (["--format", "json", "-o", "no/such/dir/report.json", "Dockerfile"], "report.json"),
+        (["--format", "json", "--format", "sarif", "Dockerfile"], "--output"),
+        (["--format", "json", "-o", "a.json", "--format", "sarif", "-o", "a.json", "Dockerfile"], "a.json"),
+        (["explain", "GL999"], "GL999"),
+        (["explain"], "RULE"),
+        (["rules", "--bogus"], "--bogus"),
+    ],
+)
+def test_usage_errors(project: Path, args: list[str], expected: str) -> None:
+    (project / "Dockerfile").write_text(DEVEL_UNPINNED)
+    assert_one_error_line(run_gpulint(*args, cwd=project), expected)
+    assert not list(project.glob("*.json")) and not list(project.glob(".*tmp"))
+
+
+def test_target_naming_no_stage(project: Path) -> None:
+    (project / "Dockerfile").write_text(
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS build\nFROM nvidia/cuda:12.4.1-base-ubuntu22.04\n"
+    )
+    assert_one_error_line(run_gpulint("--target", "runtime", "Dockerfile", cwd=project), "'runtime'")
+    proc = run_gpulint("--target", "build", "--select", "GL101", "Dockerfile", cwd=project)
+    assert proc.returncode == 1 and "GL101" in proc.stdout
+
+
+def test_debug_shows_the_traceback(project: Path) -> None:
+    proc = run_gpulint("--debug", "nope.Dockerfile", cwd=project)
+    assert proc.returncode == 2
+    assert "Traceback" in proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("gpulint: error: ")
+    (project / "Dockerfile").write_bytes(b"\x00\x01binary")
+    proc = run_gpulint("--debug", "Dockerfile", cwd=project)
+    assert proc.returncode == 2 and "Traceback" in proc.stderr
+
+
+def test_one_bad_file_among_good_ones_still_reports_the_others(project: Path) -> None:
+    (project / "a.Dockerfile").write_text(DEVEL_ONLY)
+    (project / "b.Dockerfile").write_bytes(b"\x00binary")
+    proc = run_gpulint("--select", "GL101", "a.Dockerfile", "b.Dockerfile", cwd=project)
+    assert proc.returncode == 2
+    assert "a.Dockerfile:1:1: GL101" in proc.stdout
+    assert proc.stderr.splitlines() == ["gpulint: error: b.Dockerfile: not a text file (binary data)"]
+
+
+def test_directory_without_dockerfiles_warns_and_exits_0(project: Path) -> None:
+    (project / "empty").mkdir()
+    (project / "empty" / "README.md").write_text("nothing here\n")
+    proc = run_gpulint("empty", cwd=project)
+    assert proc.returncode == 0
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpulint: warning: ") and "empty" in lines[0]
+
+
+def test_broken_pipe_is_quiet() -> None:
+    proc = subprocess.Popen(
+        [*gpulint_command(), "--format", "sarif", str(BAD_EXAMPLE)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # the reader goes away before gpulint writes (`gpulint ... | head`)
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+
+
+# -- exit codes and --fail-on ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "fail_on", "code"),
+    [
+        (DEVEL_UNPINNED, None, 1),
+        (DEVEL_UNPINNED, "error", 1),
+        (DEVEL_UNPINNED, "never", 0),
+        (DEVEL_ONLY, None, 1),
+        (DEVEL_ONLY, "warning", 1),
+        (DEVEL_ONLY, "error", 0),
+        (DEVEL_ONLY, "info", 1),
+        (CLEAN, "info", 0),
+    ],
+)
+def test_fail_on(project: Path, text: str, fail_on: str | None, code: int) -> None:
+    (project / "Dockerfile").write_text(text)
+    args = ["--select", "GL101,GL201"] + (["--fail-on", fail_on] if fail_on else [])
+    proc = run_gpulint(*args, "Dockerfile", cwd=project)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert proc.stderr == ""
+
+
+def test_fail_on_from_config_and_cli_wins(project: Path) -> None:
+    (project / "Dockerfile").write_text(DEVEL_ONLY)
+    (project / ".gpulint.yaml").write_text("select: [GL101]\nfail-on: error\n")
+    assert run_gpulint("Dockerfile", cwd=project).returncode == 0
+    assert run_gpulint("--fail-on", "warning", "Dockerfile", cwd=project).returncode == 1
+
+
+def test_fail_on_is_judged_per_file_config(project: Path) -> None:
+    """A strict sub-project config does not make a lenient one fail, and vice versa."""
+    for sub, fail_on in (("lenient", "never"), ("strict", "warning")):
+        (project / sub).mkdir()
+        (project / sub / ".gpulint.yaml").write_text(f"select: [GL101]\nfail-on: {fail_on}\n")
+    (project / "lenient" / "Dockerfile").write_text(DEVEL_ONLY)
+    (project / "strict" / "Dockerfile").write_text(CLEAN)
+    assert run_gpulint(".", cwd=project).returncode == 0
+    (project / "strict" / "Dockerfile").write_text(DEVEL_ONLY)
+    assert run_gpulint(".", cwd=project).returncode == 1
+
+
+def test_severity_override_changes_the_exit_code(project: Path) -> None:
+    (project / "Dockerfile").write_text(DEVEL_ONLY)
+    proc = run_gpulint("--select", "GL101", "--severity", "GL101=info", "Dockerfile", cwd=project)
+    assert proc.returncode == 0 and "[info]" in proc.stdout
+    proc = run_gpulint(
+        "--select", "GL101", "--severity", "devel-final-stage=error", "--fail-on", "error", "Dockerfile",
+        cwd=project,
+    )
+    assert proc.returncode == 1 and "[error]" in proc.stdout
+
+
+# -- paths: directories, stdin ---------------------------------------------------------------
+
+
+def test_directory_is_searched_recursively(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["Dockerfile", "Dockerfile.gpu", "train.Dockerfile", "serve.dockerfile", "Containerfile"]
+    for i, name in enumerate(names):
+        folder = project / f"d{i}" / "deeper"
+        folder.mkdir(parents=True)
+        (folder / name).write_text(DEVEL_ONLY)
+    (project / "notes.txt").write_text(DEVEL_ONLY)
+    (project / "Dockerfile.dockerignore").write_text("*.pyc\n")
+    code, out, _ = run_main(["--select", "GL101", "--format", "json", "."], capsys)
+    assert code == 1
+    linted = json.loads(out)["files"]
+    assert sorted(Path(p).name for p in linted) == sorted(names)
+
+
+def test_named_file_of_any_name_is_linted(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (project / "gpu.build").write_text(DEVEL_ONLY)
+    code, out, _ = run_main(["--select", "GL101", "gpu.build"], capsys)
+    assert code == 1 and out.startswith("gpu.build:1:1: GL101")
+
+
+def test_stdin(project: Path) -> None:
+    proc = run_gpulint("--select", "GL101", "-", cwd=project, stdin=DEVEL_ONLY.encode())
+    assert proc.returncode == 1
+    assert proc.stdout.startswith("-:1:1: GL101")
+    proc = run_gpulint(
+        "--select", "GL101", "--stdin-filename", "docker/gpu.Dockerfile", "-", cwd=project,
+        stdin=DEVEL_ONLY.encode(),
+    )
+    assert proc.returncode == 1
+    assert proc.stdout.startswith("docker/gpu.Dockerfile:1:1: GL101")
+    proc = run_gpulint("-", cwd=project, stdin=b"\x00\x01\x02")
+    assert_one_error_line(proc, "binary")
+
+
+def test_stdin_uses_the_config_of_its_filename(project: Path) -> None:
+    (project / "docker").mkdir()
+    (project / "docker" / ".gpulint.yaml").write_text("ignore: [GL101]\n")
+    args = ["--stdin-filename", "docker/gpu.Dockerfile"]
+    proc = run_gpulint(*args, "-", cwd=project, stdin=DEVEL_ONLY.encode())
+    assert "GL101" not in proc.stdout
+    # --stdin-filename alone reads stdin (as ruff does)
+    proc = run_gpulint(*args, cwd=project, stdin=DEVEL_ONLY.encode())
+    assert proc.returncode in (0, 1) and "GL101" not in proc.stdout and proc.stderr == ""
+    proc = run_gpulint("--select", "GL101", "-", cwd=project, stdin=DEVEL_ONLY.encode())
+    assert "GL101" in proc.stdout
+
+
+# -- rules, explain --------------------------------------------------------------------------
+
+
+def test_rules_table(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["rules"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:5] == ["code", "slug", "severity", "enabled", "fix"]
+    gl003 = next(line for line in lines if line.startswith("GL003"))
+    assert gl003.split()[1:4] == ["unused-ignore", "info", "no"]
+    gl101 = next(line for line in lines if line.startswith("GL101"))
+    assert gl101.split()[1:4] == ["devel-final-stage", "warning", "yes"]
+
+
+def test_rules_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["rules", "--format", "json"], capsys)
+    assert code == 0
+    rules = {r["code"]: r for r in json.loads(out)}
+    assert rules["GL201"]["slug"] == "unpinned-framework"
+    assert rules["GL003"]["enabled"] is False
+
+
+@pytest.mark.parametrize("name", ["GL101", "gl101", "devel-final-stage"])
+def test_explain(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["explain", name], capsys)
+    assert code == 0
+    assert out.startswith("GL101 devel-final-stage")
+    for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
+        assert heading in out
+
+
+# -- selection on the command line -----------------------------------------------------------
+
+
+def codes(out: str) -> set[str]:
+    return {f["code"] for f in json.loads(out)["findings"]}
+
+
+@pytest.mark.parametrize(
+    ("args", "present", "absent"),
+    [
+        (["--select", "GL101"], {"GL101"}, {"GL201", "GL503"}),
+        (["--select", "devel-final-stage,unpinned-framework"], {"GL101", "GL201"}, {"GL503"}),
+        (["--select", "GL2"], {"GL201"}, {"GL101", "GL503"}),
+        (["--select", "GL1", "--select", "GL2", "--ignore", "GL1"], {"GL201"}, {"GL101", "GL503"}),
+        (["--select", "GL101,GL201", "--ignore", "unpinned-framework"], {"GL101"}, {"GL201"}),
+        (["--select", "GL101", "--extend-select", "GL201"], {"GL101", "GL201"}, {"GL503"}),
+        (["--ignore", "GL101,GL5"], {"GL201"}, {"GL101", "GL503"}),
+        (["--select", "GL503", "--ignore", "GL5"], {"GL503"}, {"GL101", "GL201"}),  # more specific wins
+    ],
+)
+def test_select_ignore(
+    project: Path,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    present: set[str],
+    absent: set[str],
+) -> None:
+    (project / "Dockerfile").write_text(
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nRUN pip install torch\n"
+    )
+    _, out, _ = run_main([*args, "--format", "json", "Dockerfile"], capsys)
+    found = codes(out)
+    assert present <= found, found
+    assert not absent & found, found
+
+
+# -- formats and reports ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMAT_CHOICES)
+def test_every_format_to_stdout(fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(["--format", fmt, str(BAD_EXAMPLE)], capsys)
+    assert code == 1 and err == ""
+    assert "GL101" in out
+    check_format(fmt, out)
+
+
+def check_format(fmt: str, text: str) -> None:
+    if fmt in ("json", "sarif", "gitlab"):
+        data = json.loads(text)
+        if fmt == "sarif":
+            schema = json.loads(SARIF_SCHEMA.read_text("utf-8"))
+            jsonschema.validate(data, schema)
+            driver = data["runs"][0]["tool"]["driver"]
+            assert {"GL101", "GL201", "GL401"} <= {r["id"] for r in driver["rules"]}
+        if fmt == "gitlab":
+            assert isinstance(data, list) and data
+    elif fmt in ("checkstyle", "junit"):
+        ET.fromstring(text)
+    elif fmt == "github":
+        assert text.startswith("::")
+    elif fmt in ("plain", "tty"):
+        assert "llm-server.Dockerfile" in text
+
+
+def test_several_reports_in_one_run(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir = project / "reports"
+    out_dir.mkdir()
+    args: list[str] = []
+    for fmt in FORMAT_CHOICES:
+        args += ["--format", fmt, "-o", str(out_dir / f"report.{fmt}")]
+    code, out, err = run_main([*args, "--format", "github", str(BAD_EXAMPLE)], capsys)
+    assert code == 1 and err == ""
+    assert out.startswith("::")  # the one format without -o goes to stdout
+    for fmt in FORMAT_CHOICES:
+        text = (out_dir / f"report.{fmt}").read_text("utf-8")
+        assert "GL101" in text
+        check_format(fmt, text)
+        assert "\x1b[" not in text  # never colour codes in a file
+    assert sorted(p.name for p in out_dir.iterdir()) == sorted(f"report.{f}" for f in FORMAT_CHOICES)
+
+
+def test_output_pairs_with_its_own_format(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--format json --format sarif -o x.sarif`: the SARIF goes to the file, the JSON to stdout."""
+    code, out, _ = run_main(
+        ["--format", "json", "--format", "sarif", "-o", "x.sarif", str(BAD_EXAMPLE)], capsys
+    )
+    assert code == 1
+    assert "findings" in json.loads(out)
+    assert "runs" in json.loads((project / "x.sarif").read_text())
+    # -o before --format, and --format=X / --output=X spellings
+    code, out, _ = run_main(["-o", "y.json", "--format=json", "--output=z.sarif", "--format", "sarif",
+                             str(BAD_EXAMPLE)], capsys)  # fmt: skip
+    assert code == 1 and out == ""
+    assert "findings" in json.loads((project / "y.json").read_text())
+    assert "runs" in json.loads((project / "z.sarif").read_text())
+
+
+def test_output_without_format_is_plain(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["-o", "report.txt", str(BAD_EXAMPLE)], capsys)
+    assert code == 1 and out == ""
+    first = (project / "report.txt").read_text().splitlines()[0]
+    assert ":3:1: GL101 [warning]" in first
+
+
+def test_reports_are_written_atomically(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = project / "report.json"
+    report.write_text("old")
+    report.chmod(0o640)
+    code, _, _ = run_main(["--format", "json", "-o", str(report), str(BAD_EXAMPLE)], capsys)
+    assert code == 1
+    assert json.loads(report.read_text())["findings"]
+    assert stat.S_IMODE(report.stat().st_mode) == 0o640  # the old file's mode is kept
+    assert [p.name for p in project.iterdir()] == ["report.json"]  # no temporary file left
+    fresh = project / "fresh.json"
+    code, _, _ = run_main(["--format", "json", "-o", str(fresh), str(BAD_EXAMPLE)], capsys)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o666 & ~umask  # as open() would create it
+
+
+def test_quiet_and_statistics(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_main(["-q", "--select", "GL101,GL201", str(BAD_EXAMPLE)], capsys)
+    assert code == 1 and out.strip() == "3 findings (2 error, 1 warning)"
+    code, out, _ = run_main(["--statistics", "--select", "GL101,GL201", str(BAD_EXAMPLE)], capsys)
+    assert code == 1
+    assert out.splitlines() == [
+        "    2  GL201  unpinned-framework [error]",
+        "    1  GL101  devel-final-stage [warning]",
+    ]
+    code, out, _ = run_main(["-q", str(GOOD_EXAMPLE), "--select", "GL101"], capsys)
+    assert code == 0 and out.strip() == "no findings"
+
+
+def test_plain_lint_does_not_import_rich_or_docker() -> None:
+    probe = (
+        "import sys\n"
+        "from gpulint.cli import main\n"
+        "try:\n"
+        f"    main(['--format', 'plain', {str(GOOD_EXAMPLE)!r}])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = sorted(m for m in ('rich', 'docker', 'requests', 'jsonschema') if m in sys.modules)\n"
+        "print('HEAVY=' + ','.join(heavy))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert "HEAVY=\n" in proc.stdout, proc.stdout + proc.stderr
