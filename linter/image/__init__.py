@@ -1,0 +1,1 @@
+"""Built images: sources, a lean layer walk, evidence and the image report."""

@@ -1,0 +1,190 @@
+"""Walk an image's layers: sizes, files, whiteouts, wasted bytes, and the evidence rules use."""
+
+from __future__ import annotations
+
+import heapq
+import posixpath
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import data as facts
+from .sources import ImageData, OpenedImage, iter_layer_members
+
+_TORCH_VERSION_RE = re.compile(r"""^cuda\s*(?::\s*\w+(?:\[[^\]]*\])?\s*)?=\s*['"]([\d.]+)['"]""", re.M)
+_DRIVER_LIB_RE = re.compile(r"^(libcuda\.so|libnvidia-ml\.so|libnvidia-ptxjitcompiler\.so)")
+CACHE_DIRS = {
+    "pip cache": ("root/.cache/pip/",),
+    "uv cache": ("root/.cache/uv/",),
+    "conda package cache": (
+        "opt/conda/pkgs/",
+        "root/.conda/pkgs/",
+        "root/micromamba/pkgs/",
+        "opt/micromamba/pkgs/",
+    ),
+    "apt lists": ("var/lib/apt/lists/",),
+    "apt archives": ("var/cache/apt/archives/",),
+}
+
+
+@dataclass
+class LayerReport:
+    index: int
+    digest: str | None
+    compressed_size: int | None
+    size: int = 0  # bytes of regular files in the layer
+    files: int = 0
+    created_by: str = ""
+    largest: list[tuple[int, str]] = field(default_factory=list)  # (size, path), biggest first
+
+
+@dataclass
+class FileRef:
+    path: str
+    size: int
+    layer: int
+
+
+@dataclass
+class Analysis:
+    image: ImageData
+    layers: list[LayerReport]
+    total_size: int = 0  # uncompressed bytes of all layers
+    final_size: int = 0  # bytes visible in the final filesystem
+    wasted: int = 0  # bytes hidden by later layers (overwritten or deleted), each version once
+    wasted_files: list[FileRef] = field(default_factory=list)  # the biggest hidden files
+    weights: list[FileRef] = field(default_factory=list)
+    driver_libs: list[FileRef] = field(default_factory=list)
+    nvcc: list[FileRef] = field(default_factory=list)
+    static_libs_size: int = 0
+    nvidia_wheels_size: int = 0  # site-packages/nvidia/*
+    cuda_libs_size: int = 0  # /usr/local/cuda*/lib64 (targets/*/lib)
+    caches: dict[str, int] = field(default_factory=dict)
+    pycache_size: int = 0
+    torch_cuda: tuple[str, str] | None = None  # (cuda version, path of torch/version.py)
+    history: list[dict[str, Any]] = field(default_factory=list)  # non-empty history entries, one per layer
+
+    @property
+    def compressed_size(self) -> int | None:
+        sizes = [layer.compressed_size for layer in self.layers]
+        return sum(s for s in sizes if s is not None) if all(s is not None for s in sizes) else None
+
+
+def _history(image: ImageData) -> list[dict[str, Any]]:
+    entries = image.config.get("history") or []
+    return [h for h in entries if isinstance(h, dict) and not h.get("empty_layer")]
+
+
+def analyse(
+    image: OpenedImage,
+    weights_threshold: int = 100 * 1000 * 1000,
+    progress: Callable[[int, int], None] | None = None,
+) -> Analysis:
+    info = image.data
+    extensions = tuple(facts.load("weights")["extensions"])
+    history = _history(info)
+    layers: list[LayerReport] = []
+    result = Analysis(info, layers, history=history)
+    # path -> (size, layer) of the file currently visible
+    visible: dict[str, tuple[int, int]] = {}
+    hidden_heap: list[tuple[int, str, int]] = []
+
+    def hide(path: str) -> None:
+        old = visible.pop(path, None)
+        if old is not None:
+            result.wasted += old[0]
+            item = (old[0], path, old[1])
+            if len(hidden_heap) < 20:
+                heapq.heappush(hidden_heap, item)
+            elif item > hidden_heap[0]:
+                heapq.heapreplace(hidden_heap, item)
+
+    def hide_tree(directory: str) -> None:
+        prefix = directory.rstrip("/") + "/"
+        for path in [p for p in visible if p.startswith(prefix)]:
+            hide(path)
+
+    def wants(name: str, size: int) -> bool:
+        return name.endswith("torch/version.py") and size < 65536
+
+    for layer in info.layers:
+        created_by = ""
+        if layer.index < len(history):
+            created_by = str(history[layer.index].get("created_by", ""))
+        report = LayerReport(layer.index, layer.digest, layer.size, created_by=created_by)
+        largest: list[tuple[int, str]] = []
+        opaque_dirs: list[str] = []
+        added: list[tuple[str, int]] = []
+        for member in iter_layer_members(image, layer, read_data=wants):
+            path = (
+                posixpath.normpath(member.name.lstrip("./").lstrip("/")) if member.name.strip("./") else "."
+            )
+            base = posixpath.basename(path)
+            directory = posixpath.dirname(path)
+            if base == ".wh..wh..opq":
+                opaque_dirs.append(directory)
+                continue
+            if base.startswith(".wh."):
+                target = posixpath.join(directory, base[4:])
+                hide(target)
+                hide_tree(target)
+                continue
+            if member.type != "file":
+                if member.type in ("symlink", "hardlink", "dir"):
+                    hide(path)
+                continue
+            size = member.size
+            report.size += size
+            report.files += 1
+            added.append((path, size))
+            if len(largest) < 5:
+                heapq.heappush(largest, (size, path))
+            elif size > largest[0][0]:
+                heapq.heapreplace(largest, (size, path))
+            _evidence(result, path, base, size, layer.index, extensions, weights_threshold)
+            if member.data is not None:
+                match = _TORCH_VERSION_RE.search(member.data.decode("utf-8", "replace"))
+                if match:
+                    result.torch_cuda = (match.group(1), path)
+        # opaque directories hide everything below them from lower layers
+        for directory in opaque_dirs:
+            hide_tree(directory)
+        for path, size in added:
+            hide(path)
+            visible[path] = (size, layer.index)
+        report.largest = sorted(largest, reverse=True)
+        result.total_size += report.size
+        layers.append(report)
+        if progress is not None:
+            progress(layer.index + 1, len(info.layers))
+    result.final_size = sum(size for size, _ in visible.values())
+    result.wasted_files = [FileRef(p, s, i) for s, p, i in sorted(hidden_heap, reverse=True)]
+    for name, prefixes in CACHE_DIRS.items():
+        total = sum(size for path, (size, _) in visible.items() if path.startswith(prefixes))
+        if total:
+            result.caches[name] = total
+    result.pycache_size = sum(size for path, (size, _) in visible.items() if "/__pycache__/" in path)
+    # only what is still visible counts as shipped evidence
+    result.weights = [w for w in result.weights if visible.get(w.path, (0, -1))[1] == w.layer]
+    result.driver_libs = [d for d in result.driver_libs if visible.get(d.path, (0, -1))[1] == d.layer]
+    result.nvcc = [n for n in result.nvcc if visible.get(n.path, (0, -1))[1] == n.layer]
+    return result
+
+
+def _evidence(
+    result: Analysis, path: str, base: str, size: int, layer: int, extensions: tuple[str, ...], threshold: int
+) -> None:
+    lower = path.lower()
+    if lower.endswith(extensions) and size >= threshold:
+        result.weights.append(FileRef(path, size, layer))
+    if _DRIVER_LIB_RE.match(base) and "/compat/" not in path and "/stubs/" not in path:
+        result.driver_libs.append(FileRef(path, size, layer))
+    if base == "nvcc" and "/bin/" in path:
+        result.nvcc.append(FileRef(path, size, layer))
+    if path.startswith("usr/local/cuda") and base.endswith(".a"):
+        result.static_libs_size += size
+    if "/site-packages/nvidia/" in path:
+        result.nvidia_wheels_size += size
+    if path.startswith("usr/local/cuda") and ("/lib64/" in path or "/targets/" in path) and ".so" in base:
+        result.cuda_libs_size += size

@@ -1,0 +1,264 @@
+"""Findings from image evidence: config Env, history commands, and files in layers.
+
+The same rule codes as for Dockerfiles. A finding's path is the image source and
+its line is the 1-based layer (or history entry) it concerns.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ..config import Config
+from ..finding import Finding, Severity
+from ..requirecuda import Host, cuda_for_driver, evaluate, toolkit_driver
+from ..rule import find_rule
+from .analysis import Analysis
+
+# Rules whose Dockerfile checks make sense on the image's history commands.
+HISTORY_RULES = (
+    "GL201", "GL202", "GL203", "GL205", "GL301", "GL401", "GL402", "GL403", "GL404", "GL406",
+    "GL407", "GL601", "GL603",
+)  # fmt: skip
+
+
+def human(size: int | None) -> str:
+    if size is None:
+        return "unknown"
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    return f"{size} B"
+
+
+def env_of(config: dict[str, Any]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for item in (config.get("config") or {}).get("Env") or []:
+        if isinstance(item, str) and "=" in item:
+            key, _, value = item.partition("=")
+            env[key] = value
+    return env
+
+
+def _make(code: str, source: str, line: int, message: str, severity: Severity | None = None) -> Finding:
+    rule = find_rule(code)
+    assert rule is not None, code
+    return Finding(
+        code=rule.code,
+        slug=rule.slug,
+        severity=severity or rule.severity,
+        message=message,
+        path=source,
+        line=max(line, 1),
+        help="",
+    )
+
+
+def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
+    image = analysis.image
+    source = image.source
+    env = env_of(image.config)
+    out: list[Finding] = []
+
+    def layer_text(index: int) -> str:
+        created = analysis.layers[index].created_by if index < len(analysis.layers) else ""
+        created = re.sub(r"^/bin/sh -c (#\(nop\)\s*)?", "", created).strip()
+        return f"layer {index + 1}" + (f" ({created[:80]})" if created else "")
+
+    # GL101: toolchain shipped
+    devel_env = sorted(k for k in env if re.match(r"^NV_\w*_DEV_", k) or k == "NV_CUDA_CUDART_DEV_VERSION")
+    if analysis.nvcc or devel_env or "stubs" in env.get("LIBRARY_PATH", ""):
+        evidence = []
+        if analysis.nvcc:
+            evidence.append(f"nvcc at /{analysis.nvcc[0].path}")
+        if devel_env:
+            evidence.append(f"Env {devel_env[0]}")
+        if analysis.static_libs_size:
+            evidence.append(f"{human(analysis.static_libs_size)} of CUDA static libraries")
+        out.append(
+            _make(
+                "GL101",
+                source,
+                (analysis.nvcc[0].layer + 1) if analysis.nvcc else 1,
+                f"the image ships the CUDA devel toolchain ({', '.join(evidence)}); unless it compiles at run time, "
+                "ship a runtime/base image and build in a builder stage",
+            )
+        )
+    # GL105: end of life
+    if env.get("NVIDIA_CUDA_END_OF_LIFE") == "1":
+        out.append(
+            _make(
+                "GL105",
+                source,
+                1,
+                f"the image's base is an end-of-life CUDA image (Env NVIDIA_CUDA_END_OF_LIFE=1, CUDA "
+                f"{env.get('CUDA_VERSION', '?')}): NVIDIA deletes such tags about 6 months after EOL",
+            )
+        )
+    # GL106: driver floor
+    cuda = env.get("CUDA_VERSION")
+    if cuda:
+        needed = toolkit_driver(cuda)
+        if config.min_driver:
+            result = evaluate(env, Host(driver=config.min_driver))
+            if result.satisfied is False:
+                out.append(
+                    _make(
+                        "GL106",
+                        source,
+                        1,
+                        f"CUDA {cuda} does not start on driver {config.min_driver} (CUDA "
+                        f'{cuda_for_driver(config.min_driver)}): "{result.error_message()}"',
+                        Severity.WARNING,
+                    )
+                )
+        else:
+            require = env.get("NVIDIA_REQUIRE_CUDA", "")
+            out.append(
+                _make(
+                    "GL106",
+                    source,
+                    1,
+                    f"CUDA {cuda} needs NVIDIA driver >= {needed or '?'}"
+                    + (
+                        f"; NVIDIA_REQUIRE_CUDA={require[:60]}{'...' if len(require) > 60 else ''}"
+                        if require
+                        else ""
+                    ),
+                )
+            )
+    # GL107: two CUDA stacks
+    if analysis.nvidia_wheels_size > 100_000_000 and analysis.cuda_libs_size > 100_000_000:
+        out.append(
+            _make(
+                "GL107",
+                source,
+                1,
+                f"the image carries two CUDA stacks: {human(analysis.nvidia_wheels_size)} of pip nvidia-* wheels and "
+                f"{human(analysis.cuda_libs_size)} of /usr/local/cuda libraries; use an nvidia/cuda -base image",
+            )
+        )
+    # GL108: torch's CUDA vs the image's
+    if analysis.torch_cuda and cuda:
+        torch_cuda, where = analysis.torch_cuda
+        if torch_cuda.split(".")[0] != cuda.split(".")[0]:
+            out.append(
+                _make(
+                    "GL108",
+                    source,
+                    1,
+                    f"torch in /{where} is built for CUDA {torch_cuda} but the image is CUDA {cuda}",
+                )
+            )
+    for ref in analysis.weights:
+        out.append(
+            _make(
+                "GL302",
+                source,
+                ref.layer + 1,
+                f"weight file /{ref.path} ({human(ref.size)}) is baked into {layer_text(ref.layer)}; mount it at run time",
+            )
+        )
+    for ref in analysis.driver_libs:
+        out.append(
+            _make(
+                "GL401",
+                source,
+                ref.layer + 1,
+                f"driver library /{ref.path} is in {layer_text(ref.layer)}: the NVIDIA Container Toolkit mounts the "
+                "host's; a copy in the image fails with 'file exists' or 'Driver/library version mismatch'",
+            )
+        )
+    cache_codes = {
+        "apt lists": "GL502",
+        "pip cache": "GL503",
+        "uv cache": "GL503",
+        "conda package cache": "GL504",
+    }
+    for name, size in analysis.caches.items():
+        code = cache_codes.get(name)
+        if code and size > 1_000_000:
+            out.append(
+                _make(code, source, 1, f"the image keeps the {name} ({human(size)}) in its final filesystem")
+            )
+    if analysis.wasted > 1_000_000:
+        biggest = ", ".join(
+            f"/{f.path} ({human(f.size)}, layer {f.layer + 1})" for f in analysis.wasted_files[:3]
+        )
+        out.append(
+            _make(
+                "GL505",
+                source,
+                1,
+                f"{human(analysis.wasted)} are hidden by later layers (overwritten or deleted, each byte counted once) "
+                f"but still pulled: {biggest}",
+            )
+        )
+    out.extend(_history_findings(analysis, config))
+    return out
+
+
+def history_dockerfile(history: list[dict[str, Any]]) -> tuple[str, list[int]]:
+    """The image history as Dockerfile text, and for each text line the history index it came from."""
+    lines = ["FROM scratch"]
+    origin = [-1]
+    for index, entry in enumerate(history):
+        created = str(entry.get("created_by", "")).strip()
+        if not created:
+            continue
+        created = re.sub(r"\s*# buildkit$", "", created)
+        nop = re.match(r"^/bin/sh -c #\(nop\)\s*(.*)$", created, re.S)
+        if nop:
+            text = nop.group(1).strip()
+        elif created.startswith("/bin/sh -c "):
+            text = "RUN " + created[len("/bin/sh -c ") :]
+        elif created.startswith("|"):
+            text = "RUN " + re.sub(r"^\|\d+(\s+\S+=\S*)*\s+/bin/sh -c\s+", "", created)
+        elif re.match(r"^RUN\s+/bin/(ba)?sh -c\s+", created):
+            text = "RUN " + re.sub(r"^RUN\s+/bin/(ba)?sh -c\s+", "", created)
+        else:
+            text = created
+        keyword = text.split(None, 1)[0].upper() if text.split() else ""
+        if keyword not in (
+            "RUN",
+            "ENV",
+            "ARG",
+            "COPY",
+            "ADD",
+            "LABEL",
+            "USER",
+            "WORKDIR",
+            "CMD",
+            "ENTRYPOINT",
+        ):
+            continue
+        for part in text.split("\n"):
+            lines.append(part)
+            origin.append(index)
+    return "\n".join(lines) + "\n", origin
+
+
+def _history_findings(analysis: Analysis, config: Config) -> list[Finding]:
+    from ..engine import lint
+
+    entries = analysis.image.config.get("history") or []
+    text, origin = history_dockerfile([e for e in entries if isinstance(e, dict)])
+    selected = Config(
+        select=HISTORY_RULES, min_driver=config.min_driver, weights_threshold=config.weights_threshold
+    )
+    # no build context: an image has none (os.devnull is never a directory)
+    result = lint(analysis.image.source, text, selected, context_dir=os.devnull)
+    out = []
+    for finding in result.findings:
+        if finding.code == "GL001":
+            continue
+        index = origin[finding.line - 1] if 0 < finding.line <= len(origin) else -1
+        finding.message = f"history entry {index + 1}: {finding.message}"
+        finding.line = max(index + 1, 1)
+        finding.end_line = None
+        finding.column = 1
+        out.append(finding)
+    return out

@@ -1,0 +1,111 @@
+"""`gpulint image SOURCE...`: analyse built images."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+
+import click
+
+from ..config import Config, ConfigError, parse_driver, parse_fail_on, parse_size
+from ..finding import Severity
+from .sources import ImageError
+
+_BANDWIDTH_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(bit|b)?(?:/s|ps)?\s*$", re.I)
+FAIL_LEVEL = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
+
+
+def parse_bandwidth(text: str) -> float:
+    """'1Gbit/s', '500Mbit', '100MB/s' -> bits per second."""
+    match = _BANDWIDTH_RE.match(text)
+    if not match:
+        raise ConfigError(f"--bandwidth: expected something like 1Gbit/s or 500Mbit/s, not {text!r}")
+    value = float(match.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[match.group(2).lower()]
+    if match.group(3) == "B":
+        value *= 8
+    if value <= 0:
+        raise ConfigError("--bandwidth must be positive")
+    return value
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("sources", nargs=-1, required=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["plain", "json", "sarif", "github"]),
+    default="plain",
+    show_default=True,
+)
+@click.option(
+    "--platform", default="linux/amd64", show_default=True, help="os/arch[/variant] to pick from an index."
+)
+@click.option("--min-driver", default=None, help="Oldest NVIDIA driver in your fleet (GL106).")
+@click.option("--bandwidth", default="1Gbit/s", show_default=True, help="Pull bandwidth for the estimate.")
+@click.option("--price-per-hour", type=float, default=None, help="GPU instance price, for the pull cost.")
+@click.option(
+    "--weights-threshold", default="100MB", show_default=True, help="Report weight files at least this big."
+)
+@click.option("--verify", is_flag=True, help="Check each layer's digest while reading it.")
+@click.option("--fail-on", default="warning", show_default=True, help="error, warning, info or never.")
+def image_command(
+    sources: tuple[str, ...],
+    fmt: str,
+    platform: str,
+    min_driver: str | None,
+    bandwidth: str,
+    price_per_hour: float | None,
+    weights_threshold: str,
+    verify: bool,
+    fail_on: str,
+) -> int:
+    """Analyse built images: docker-archive:PATH, oci-archive:PATH, oci:DIR[:REF] or a bare path."""
+    from ..report import Report
+    from ..reporters import get_renderer
+    from .analysis import analyse
+    from .checks import image_findings
+    from .report import build_report, render_text
+    from .sources import open_image
+
+    config = Config(
+        min_driver=parse_driver(min_driver) if min_driver else None,
+        weights_threshold=parse_size(weights_threshold, "--weights-threshold"),
+        fail_on=parse_fail_on(fail_on),
+    )
+    bps = parse_bandwidth(bandwidth)
+    reports = []
+    all_findings = []
+    for source in sources:
+        try:
+            with open_image(source, platform=platform, verify=verify) as image:
+                progress: Callable[[int, int], None] | None = None
+                if sys.stderr.isatty() and fmt == "plain":
+                    progress = _progress_printer(source)
+
+                analysis = analyse(image, config.weights_threshold, progress)
+        except ImageError as exc:
+            raise ImageError(str(exc)) from None
+        findings = sorted(image_findings(analysis, config), key=lambda f: (f.line, f.code))
+        all_findings.extend(findings)
+        reports.append(build_report(analysis, findings, bps, price_per_hour))
+    if fmt == "json":
+        click.echo(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
+    elif fmt == "plain":
+        click.echo("\n".join(render_text(r) for r in reports), nl=False)
+    else:
+        click.echo(
+            get_renderer(fmt)(Report(findings=all_findings, files=list(sources)), color=False), nl=False
+        )
+    if config.fail_on == "never":
+        return 0
+    level = FAIL_LEVEL[config.fail_on]
+    return 1 if any(f.severity >= level for f in all_findings) else 0
+
+
+def _progress_printer(source: str) -> Callable[[int, int], None]:
+    def progress(done: int, total: int) -> None:
+        click.echo(f"\r{source}: layer {done}/{total}", err=True, nl=done == total)
+
+    return progress

@@ -1,0 +1,109 @@
+"""The image report: sizes, CUDA, driver needs, pull estimate, layer table, findings."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..finding import Finding
+from ..requirecuda import toolkit_driver
+from .analysis import Analysis
+from .checks import env_of, human
+
+
+def cuda_summary(env: dict[str, str]) -> dict[str, Any]:
+    flavour = None
+    if any(re.match(r"^NV_\w*_DEV_", k) for k in env):
+        flavour = "devel"
+    elif "NV_LIBCUBLAS_VERSION" in env or "NV_CUDA_LIB_VERSION" in env:
+        flavour = "runtime"
+    elif "NV_CUDA_CUDART_VERSION" in env:
+        flavour = "base"
+    cuda = env.get("CUDA_VERSION")
+    return {
+        "cuda_version": cuda,
+        "flavour": flavour,
+        "cudnn": env.get("NV_CUDNN_VERSION") or env.get("CUDNN_VERSION"),
+        "nvidia_require_cuda": env.get("NVIDIA_REQUIRE_CUDA"),
+        "driver_needed": toolkit_driver(cuda) if cuda else None,
+        "end_of_life": env.get("NVIDIA_CUDA_END_OF_LIFE") == "1",
+    }
+
+
+def build_report(
+    analysis: Analysis, findings: list[Finding], bandwidth_bps: float, price_per_hour: float | None
+) -> dict[str, Any]:
+    image = analysis.image
+    compressed = analysis.compressed_size
+    pull_seconds = (compressed * 8 / bandwidth_bps) if compressed else None
+    return {
+        "source": image.source,
+        "reference": image.reference,
+        "digest": image.digest,
+        "platform": image.platform,
+        "compressed_size": compressed,
+        "uncompressed_size": analysis.total_size,
+        "final_size": analysis.final_size,
+        "wasted_bytes": analysis.wasted,
+        "cuda": cuda_summary(env_of(image.config)),
+        "pull_estimate": {
+            "bandwidth_bps": bandwidth_bps,
+            "seconds": round(pull_seconds, 1) if pull_seconds is not None else None,
+            "cost": round(pull_seconds / 3600 * price_per_hour, 4)
+            if pull_seconds is not None and price_per_hour
+            else None,
+        },
+        "layers": [
+            {
+                "index": layer.index + 1,
+                "digest": layer.digest,
+                "compressed_size": layer.compressed_size,
+                "size": layer.size,
+                "files": layer.files,
+                "share": round(layer.size / analysis.total_size, 4) if analysis.total_size else 0,
+                "created_by": layer.created_by,
+                "largest": [{"path": "/" + p, "size": s} for s, p in layer.largest],
+            }
+            for layer in analysis.layers
+        ],
+        "caches": analysis.caches,
+        "weights": [{"path": "/" + w.path, "size": w.size, "layer": w.layer + 1} for w in analysis.weights],
+        "findings": [f.to_dict() for f in findings],
+    }
+
+
+def render_text(report: dict[str, Any]) -> str:
+    cuda = report["cuda"]
+    lines = [
+        f"image     {report['reference']}",
+        f"digest    {report['digest']}",
+        f"platform  {report['platform']}",
+        f"size      {human(report['compressed_size'])} to pull, {human(report['uncompressed_size'])} unpacked "
+        f"({human(report['wasted_bytes'])} hidden by later layers)",
+    ]
+    if cuda["cuda_version"]:
+        lines.append(
+            f"cuda      {cuda['cuda_version']} {cuda['flavour'] or ''}"
+            + (f", cuDNN {cuda['cudnn']}" if cuda["cudnn"] else "")
+            + (f"; needs driver >= {cuda['driver_needed']}" if cuda["driver_needed"] else "")
+        )
+    pull = report["pull_estimate"]
+    if pull["seconds"] is not None:
+        line = f"pull      ~{pull['seconds']} s at {pull['bandwidth_bps'] / 1e9:g} Gbit/s"
+        if pull["cost"] is not None:
+            line += f", ~{pull['cost']} per pull at the given hourly price"
+        lines.append(line)
+    lines.append("")
+    lines.append(f"{'#':>3}  {'size':>10}  {'share':>6}  created by")
+    for layer in report["layers"]:
+        created = re.sub(r"^/bin/sh -c (#\(nop\)\s*)?", "", layer["created_by"] or "").replace("\n", " ")
+        lines.append(
+            f"{layer['index']:>3}  {human(layer['size']):>10}  {layer['share'] * 100:5.1f}%  {created[:90]}"
+        )
+    lines.append("")
+    for finding in report["findings"]:
+        lines.append(
+            f"{report['source']}:{finding['line']}: {finding['code']} [{finding['severity']}] {finding['message']}"
+        )
+    lines.append(f"{len(report['findings'])} finding{'s' if len(report['findings']) != 1 else ''}")
+    return "\n".join(lines) + "\n"
