@@ -184,7 +184,7 @@ def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
             out.append(
                 _make(code, source, 1, f"the image keeps the {name} ({human(size)}) in its final filesystem")
             )
-    if analysis.wasted > 1_000_000:
+    if analysis.wasted >= 100_000:
         biggest = ", ".join(
             f"/{f.path} ({human(f.size)}, layer {f.layer + 1})" for f in analysis.wasted_files[:3]
         )

@@ -251,7 +251,7 @@ def decompress(raw: BinaryIO, what: str) -> BinaryIO:
         peek = buffered.peek(4)[:4]
         raw = buffered
     if peek[:2] == GZIP_MAGIC:
-        return _gzip_reader(raw)
+        return _forward_only(_gzip_reader(raw))
     if peek == ZSTD_MAGIC:
         try:
             import zstandard
@@ -259,8 +259,34 @@ def decompress(raw: BinaryIO, what: str) -> BinaryIO:
             raise ImageError(
                 f"{what} is zstd-compressed: install the 'zstandard' package to read it"
             ) from None
-        return zstandard.ZstdDecompressor().stream_reader(raw)  # type: ignore[no-any-return]
+        return _forward_only(zstandard.ZstdDecompressor().stream_reader(raw))
     return raw
+
+
+class _ForwardOnly(io.RawIOBase):
+    """A decompressed stream read front to back (gzip's seek would decompress everything twice)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+def _forward_only(inner: Any) -> BinaryIO:
+    return io.BufferedReader(_ForwardOnly(inner), buffer_size=1 << 20)
 
 
 def _gzip_reader(raw: BinaryIO) -> BinaryIO:

@@ -89,9 +89,12 @@ class _Reader:
             self.seekable = bool(stream.seekable())
         except (AttributeError, OSError):
             self.seekable = False
+        self.end: int | None = None
         if self.seekable:
             try:
                 self.pos = stream.tell()
+                self.end = stream.seek(0, 2)
+                stream.seek(self.pos)
             except OSError:
                 self.seekable = False
 
@@ -112,6 +115,8 @@ class _Reader:
         if n <= 0:
             return
         if self.seekable:
+            if self.end is not None and self.pos + n > self.end:
+                raise TarError("truncated tar stream (file data ends early)")
             self.stream.seek(n, 1)
             self.pos += n
             return

@@ -1,0 +1,123 @@
+"""gpulint image against real images: built with podman, exported with podman save and skopeo.
+
+Needs podman, skopeo and runc (Debian packages; .ci/run installs them). Without
+them the tests skip, except under GPULINT_REQUIRE_TOOLS=1 (CI), where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from gpulint.config import Config
+from gpulint.image.analysis import analyse
+from gpulint.image.checks import image_findings
+from gpulint.image.sources import open_image
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "fixtures" / "images" / "cuda-devel"
+TAG = "localhost/fixture/cuda-devel:1"
+
+
+def _need(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        message = f"needs {', '.join(missing)} (apt-get install podman skopeo runc busybox-static)"
+        if os.environ.get("GPULINT_REQUIRE_TOOLS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    _need("podman", "skopeo", "runc")
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    if not Path(busybox).exists():
+        _need("busybox")
+    work = tmp_path_factory.mktemp("podman")
+    context = work / "ctx"
+    shutil.copytree(FIXTURE, context)
+    shutil.copy(busybox, context / "busybox")
+    (work / "storage.conf").write_text(
+        f'[storage]\ndriver = "vfs"\ngraphroot = "{work}/storage"\nrunroot = "{work}/runroot"\n'
+    )
+    (work / "containers.conf").write_text(
+        "[containers]\n"
+        'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n'
+        'netns = "host"\n'
+        "[engine]\n"
+        'runtime = "runc"\n'
+        'cgroup_manager = "cgroupfs"\n'
+        'events_logger = "file"\n'
+        f'events_logfile_path = "{work}/events.log"\n'
+    )
+    env = dict(
+        os.environ,
+        CONTAINERS_STORAGE_CONF=str(work / "storage.conf"),
+        CONTAINERS_CONF=str(work / "containers.conf"),
+    )
+
+    def run(*args: str) -> None:
+        proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stderr[-2000:]}"
+
+    out = work / "out"
+    out.mkdir()
+    run(
+        "podman", "build", "--isolation=chroot", "--no-cache", "--timestamp", "0", "--identity-label=false",
+        "-t", TAG, "-f", str(context / "Containerfile"), str(context),
+    )  # fmt: skip
+    run("podman", "save", "--format", "docker-archive", "-o", str(out / "docker.tar"), TAG)
+    run("podman", "save", "--format", "oci-archive", "-o", str(out / "oci.tar"), TAG)
+    run("skopeo", "copy", "-q", f"containers-storage:{TAG}", f"oci:{out / 'layout'}:1")
+    yield {
+        "docker-archive": f"docker-archive:{out / 'docker.tar'}",
+        "oci-archive": f"oci-archive:{out / 'oci.tar'}",
+        "oci": f"oci:{out / 'layout'}:1",
+    }
+    subprocess.run(
+        ["podman", "system", "reset", "-f"], env=env, capture_output=True, timeout=120, check=False
+    )
+
+
+def _summary(source: str) -> tuple[int, int, int, list[tuple[str, int]], str | None]:
+    with open_image(source, verify=True) as image:
+        analysis = analyse(image, weights_threshold=1_000_000)
+    findings = image_findings(analysis, Config())
+    cuda = dict(e.split("=", 1) for e in analysis.image.config["config"]["Env"]).get("CUDA_VERSION")
+    return (
+        analysis.total_size,
+        analysis.wasted,
+        analysis.final_size,
+        sorted((f.code, f.line) for f in findings),
+        cuda,
+    )
+
+
+def test_every_source_reports_the_same(exported: dict[str, str]) -> None:
+    summaries = {name: _summary(source) for name, source in exported.items()}
+    first = summaries["docker-archive"]
+    assert all(s == first for s in summaries.values()), summaries
+    total, wasted, final, codes, cuda = first
+    assert cuda == "12.4.1"
+    assert wasted == 4_000_000  # /tmp/dl/cuda-installer.run, deleted by a later RUN
+    assert final == total - wasted
+    found = {code for code, _ in codes}
+    assert {"GL101", "GL302", "GL401", "GL502", "GL503", "GL505", "GL601"} <= found
+
+
+def test_messages_point_at_files_and_layers(exported: dict[str, str]) -> None:
+    with open_image(exported["oci"]) as image:
+        analysis = analyse(image, weights_threshold=1_000_000)
+    findings = image_findings(analysis, Config())
+    weights = next(f for f in findings if f.code == "GL302")
+    assert "/models/model.safetensors (6.00 MB)" in weights.message
+    driver = next(f for f in findings if f.code == "GL401" and f.message.startswith("driver library"))
+    assert "/usr/lib/x86_64-linux-gnu/libcuda.so.1" in driver.message
+    secret = next(f for f in findings if f.code == "GL601")
+    assert "hf_" not in secret.message and "HF_TOKEN" in secret.message
