@@ -262,7 +262,7 @@ def test_corrupt_inputs_are_one_line_errors(tmp_path: Path) -> None:
     archive = write_docker_archive(tmp_path / "img.tar")
     truncated = tmp_path / "trunc.tar"
     truncated.write_bytes(archive.read_bytes()[:20_000])
-    with pytest.raises(ImageError, match="truncated|not a readable"):
+    with pytest.raises(ImageError, match=r"truncated|not a readable"):
         open_image(str(truncated))
     layout = write_oci_layout(tmp_path / "layout")
     blob = next(p for p in (layout / "blobs" / "sha256").iterdir() if p.read_bytes()[:2] == b"\x1f\x8b")
