@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import data as facts
-from .sources import ImageData, OpenedImage, iter_layer_members
+from .sources import ImageData, LayerSource, iter_layer_members
 
 _TORCH_VERSION_RE = re.compile(r"""^cuda\s*(?::\s*\w+(?:\[[^\]]*\])?\s*)?=\s*['"]([\d.]+)['"]""", re.M)
 _DRIVER_LIB_RE = re.compile(r"^(libcuda\.so|libnvidia-ml\.so|libnvidia-ptxjitcompiler\.so)")
@@ -64,6 +64,7 @@ class Analysis:
     pycache_size: int = 0
     torch_cuda: tuple[str, str] | None = None  # (cuda version, path of torch/version.py)
     history: list[dict[str, Any]] = field(default_factory=list)  # non-empty history entries, one per layer
+    walked: bool = True  # False: manifest and config only (registry without --layers)
 
     @property
     def compressed_size(self) -> int | None:
@@ -77,15 +78,22 @@ def _history(image: ImageData) -> list[dict[str, Any]]:
 
 
 def analyse(
-    image: OpenedImage,
+    image: LayerSource,
     weights_threshold: int = 100 * 1000 * 1000,
     progress: Callable[[int, int], None] | None = None,
+    walk: bool = True,
 ) -> Analysis:
+    """Walk every layer (or, with walk=False, only describe them from the manifest)."""
     info = image.data
     extensions = tuple(facts.load("weights")["extensions"])
     history = _history(info)
     layers: list[LayerReport] = []
-    result = Analysis(info, layers, history=history)
+    result = Analysis(info, layers, history=history, walked=walk)
+    if not walk:
+        for layer in info.layers:
+            created_by = str(history[layer.index].get("created_by", "")) if layer.index < len(history) else ""
+            layers.append(LayerReport(layer.index, layer.digest, layer.size, created_by=created_by))
+        return result
     # path -> (size, layer) of the file currently visible
     visible: dict[str, tuple[int, int]] = {}
     hidden_heap: list[tuple[int, str, int]] = []

@@ -153,6 +153,9 @@ def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
                     f"torch in /{where} is built for CUDA {torch_cuda} but the image is CUDA {cuda}",
                 )
             )
+    if not analysis.walked:
+        out.extend(_history_findings(analysis, config))
+        return out
     for ref in analysis.weights:
         out.append(
             _make(

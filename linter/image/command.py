@@ -11,7 +11,6 @@ import click
 
 from ..config import Config, ConfigError, parse_driver, parse_fail_on, parse_size
 from ..finding import Severity
-from .sources import ImageError
 
 _BANDWIDTH_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(bit|b)?(?:/s|ps)?\s*$", re.I)
 FAIL_LEVEL = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
@@ -49,6 +48,30 @@ def parse_bandwidth(text: str) -> float:
     "--weights-threshold", default="100MB", show_default=True, help="Report weight files at least this big."
 )
 @click.option("--verify", is_flag=True, help="Check each layer's digest while reading it.")
+@click.option(
+    "--layers",
+    "walk_layers",
+    is_flag=True,
+    help="Registry sources: also stream the layers (default: manifest and config only).",
+)
+@click.option(
+    "--creds",
+    default=None,
+    metavar="USER:PASSWORD",
+    help="Registry credentials (default: ~/.docker/config.json).",
+)
+@click.option(
+    "--tls-verify/--no-tls-verify", "tls_verify", default=True, help="Verify the registry's TLS certificate."
+)
+@click.option(
+    "--ca-cert",
+    type=click.Path(dir_okay=False, exists=True),
+    default=None,
+    help="CA certificate for the registry.",
+)
+@click.option(
+    "--timeout", type=float, default=30.0, show_default=True, help="Registry request timeout in seconds."
+)
 @click.option("--fail-on", default="warning", show_default=True, help="error, warning, info or never.")
 def image_command(
     sources: tuple[str, ...],
@@ -59,9 +82,15 @@ def image_command(
     price_per_hour: float | None,
     weights_threshold: str,
     verify: bool,
+    walk_layers: bool,
+    creds: str | None,
+    tls_verify: bool,
+    ca_cert: str | None,
+    timeout: float,
     fail_on: str,
 ) -> int:
-    """Analyse built images: docker-archive:PATH, oci-archive:PATH, oci:DIR[:REF] or a bare path."""
+    """Analyse built images: docker-archive:PATH, oci-archive:PATH, oci:DIR[:REF], docker://REF,
+    a bare path or a bare reference (= docker://)."""
     from ..report import Report
     from ..reporters import get_renderer
     from .analysis import analyse
@@ -78,15 +107,23 @@ def image_command(
     reports = []
     all_findings = []
     for source in sources:
-        try:
-            with open_image(source, platform=platform, verify=verify) as image:
-                progress: Callable[[int, int], None] | None = None
-                if sys.stderr.isatty() and fmt == "plain":
-                    progress = _progress_printer(source)
+        progress: Callable[[int, int], None] | None = None
+        if sys.stderr.isatty() and fmt == "plain":
+            progress = _progress_printer(source)
+        if _is_registry(source):
+            from .registry import open_registry_image
 
+            with open_registry_image(source, platform, creds, tls_verify, ca_cert, timeout) as remote:
+                analysis = analyse(remote, config.weights_threshold, progress, walk=walk_layers)
+                if not walk_layers:
+                    click.echo(
+                        f"{source}: read manifest and config only ({remote.client.bytes_received} bytes); "
+                        "pass --layers for the file-based checks (GL302, GL401, GL502-GL505, GL108)",
+                        err=True,
+                    )
+        else:
+            with open_image(source, platform=platform, verify=verify) as image:
                 analysis = analyse(image, config.weights_threshold, progress)
-        except ImageError as exc:
-            raise ImageError(str(exc)) from None
         findings = sorted(image_findings(analysis, config), key=lambda f: (f.line, f.code))
         all_findings.extend(findings)
         reports.append(build_report(analysis, findings, bps, price_per_hour))
@@ -109,3 +146,14 @@ def _progress_printer(source: str) -> Callable[[int, int], None]:
         click.echo(f"\r{source}: layer {done}/{total}", err=True, nl=done == total)
 
     return progress
+
+
+def _is_registry(source: str) -> bool:
+    from pathlib import Path
+
+    if source.startswith("docker://"):
+        return True
+    transport = source.split(":", 1)[0]
+    if transport in ("docker-archive", "oci-archive", "oci", "docker-daemon"):
+        return False
+    return not Path(source).exists()

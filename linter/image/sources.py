@@ -15,7 +15,7 @@ import posixpath
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 from .tarscan import Member, TarError, iter_members
 
@@ -194,6 +194,14 @@ def _blob_name(digest: str) -> str:
     if not algorithm or not hexpart or "/" in hexpart or ".." in hexpart:
         raise ImageError(f"bad digest {digest!r}")
     return f"blobs/{algorithm}/{hexpart}"
+
+
+class LayerSource(Protocol):
+    """What the layer walk needs: the image's metadata and its layers as tar streams."""
+
+    data: ImageData
+
+    def open_layer(self, layer: Layer) -> BinaryIO: ...
 
 
 class OpenedImage:
@@ -462,7 +470,7 @@ def _select(
     return chosen
 
 
-def iter_layer_members(image: OpenedImage, layer: Layer, read_data: Any = None) -> Iterator[Member]:
+def iter_layer_members(image: LayerSource, layer: Layer, read_data: Any = None) -> Iterator[Member]:
     stream = image.open_layer(layer)
     try:
         yield from iter_members(stream, read_data=read_data)
