@@ -201,7 +201,7 @@ def test_tls_with_ca_cert(tmp_path: Path, layout: Path) -> None:
 
 
 def test_missing_tag_and_unreachable_registry() -> None:
-    with pytest.raises(ImageError, match="connection failed|no answer"):
+    with pytest.raises(ImageError, match=r"connection failed|no answer"):
         open_registry_image(f"docker://127.0.0.1:{_free_port()}/x/y:1", tls_verify=False, timeout=2)
 
 
