@@ -582,19 +582,33 @@ def _arg_pairs(instr: Instruction) -> list[tuple[str, str | None]]:
     return out
 
 
+# BuildKit's automatic platform ARGs (docs: "Automatic platform ARGs in the global scope"),
+# for the default platform linux/amd64 unless --build-arg says otherwise.
+PLATFORM_ARGS: dict[str, str] = {
+    "TARGETPLATFORM": "linux/amd64",
+    "TARGETOS": "linux",
+    "TARGETARCH": "amd64",
+    "TARGETVARIANT": "",
+    "BUILDPLATFORM": "linux/amd64",
+    "BUILDOS": "linux",
+    "BUILDARCH": "amd64",
+    "BUILDVARIANT": "",
+}
+
+
 def _arg_value(key: str, default: str | None, df: Dockerfile, scope: Mapping[str, str | None]) -> str | None:
     """The value an ARG takes: --build-arg, else its default (None when that uses an
-    unknown variable), else None."""
+    unknown variable), else the automatic platform value, else None."""
     if key in df.build_args:
         return df.build_args[key]
     if default is None:
-        return None
+        return PLATFORM_ARGS.get(key)
     value = expand_word(default, scope)
     return value.text if value.resolved else None
 
 
 def _build_stages(df: Dockerfile) -> None:
-    global_scope: dict[str, str | None] = {}
+    global_scope: dict[str, str | None] = {k: df.build_args.get(k, v) for k, v in PLATFORM_ARGS.items()}
     stage: Stage | None = None
     scope: dict[str, str | None] = {}
     env_keys: set[str] = set()  # names set by ENV in this stage's chain: ARG cannot override them
@@ -631,8 +645,11 @@ def _build_stages(df: Dockerfile) -> None:
                 if key in env_keys:
                     continue  # "ENV always overrides an ARG of the same name"
                 value = _arg_value(key, default, df, instr.scope)
-                if value is None and default is None and key in global_scope:
-                    value = global_scope[key]  # a global ARG re-declared in the stage
+                if value is None and default is None:
+                    if scope.get(key) is not None:
+                        continue  # a bare re-declaration keeps the value it has
+                    if key in global_scope:
+                        value = global_scope[key]  # a global ARG re-declared in the stage
                 scope[key] = value
         elif kw == "ENV":
             scope = dict(scope)

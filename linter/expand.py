@@ -163,7 +163,8 @@ def _expand_braced(
         sub = expand(word, scope, escape)
         missing.extend(sub.missing)
         return _trim(value, op, sub.text)
-    sub = expand(word, scope, escape)
+    # BuildKit removes quotes inside the word: ${V:+"a b"} is a b
+    sub = expand_word(word, scope, escape)
     if op in (":-", "-"):
         use_default = value is None or (op == ":-" and value == "")
         if not use_default:

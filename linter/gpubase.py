@@ -71,7 +71,9 @@ def classify(ref: ImageRef) -> BaseInfo:
             flavour=m.group("flavour"),
             cudnn=extra if extra and extra.startswith("cudnn") else None,
             os=m.group("os"),
-            floating=version.count(".") < 2,
+            # X.Y tags were the official names up to CUDA 11.0 (e.g. 10.2-base); from 11.0.3 on
+            # every tag is X.Y.Z, so a shorter one names no release.
+            floating=version.count(".") < 2 and int(version.split(".")[0]) >= 11 and version not in ("11.0",),
         )
     if full in _repos("pytorch_repositories"):
         m = _PYTORCH_TAG.match(tag or "")

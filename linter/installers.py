@@ -13,6 +13,7 @@ _VAR_RE = re.compile(r"\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 _TAG_LIKE_RE = re.compile(r"^v?\d+(?:\.\d+)+(?:[-.]?(?:post|rc|a|b|dev)?\d*)*$")
 _WHEEL_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[^-]+)(?:-\d[^-]*)?-[^-]+-[^-]+-[^-]+\.whl$")
+_SPEC_PART_RE = re.compile(r"^\s*[^\s\[<>=!~;@]+\s*(?:\[[^\]]*\])?\s*(?P<spec>[^@]*)$")
 _SDIST_RE = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<version>\d[^-]*)\.(?:tar\.gz|zip|tar\.bz2)$")
 
 PIP_VALUE_OPTIONS = frozenset(
@@ -237,14 +238,20 @@ def _generic(
     return install
 
 
+def _from_variable(word: Word, part: str | None = None) -> bool:
+    """Does the word (or the part of it after ``part``'s separator) use a variable as written?"""
+    return bool(_VAR_RE.search(word.text if part is None else part))
+
+
 def _apt_spec(word: Word) -> PackageSpec | None:
     text = word.value
     if text.endswith(".deb") or ("/" in text and text.startswith((".", "/"))):
         return PackageSpec(text, word, None, kind="path", pinned=True)
     name, eq, version = text.partition("=")
-    name = name.split("/")[0]
-    pinned = bool(eq and version)
-    from_var = bool(_VAR_RE.search(version)) if eq else False
+    name = name.split("/")[0]  # pkg/bookworm-backports: a target release, not a version
+    # `pkg=1.2.*` matches every 1.2 release: not a pin
+    pinned = bool(eq and version) and "*" not in version
+    from_var = bool(eq) and _from_variable(word, word.text.partition("=")[2])
     return PackageSpec(
         text,
         word,
@@ -256,17 +263,35 @@ def _apt_spec(word: Word) -> PackageSpec | None:
     )
 
 
+# name-version[-release]: the version starts with a digit (an epoch `N:` may lead)
+# and has a dot, so `cuda-toolkit-12-4` and `nvidia-driver-550` stay names.
+_RPM_NVR_RE = re.compile(
+    r"^(?P<name>.+?)-(?P<version>(?:\d+:)?\d[\w+~^]*\.[\w.+~^]*)(?:-(?P<release>[\w.+~^]+))?$"
+)
+_RPM_VAR_RE = re.compile(r"^(?P<name>.+?)-(?P<version>(?:\$\{[^}]*\}|\$[A-Za-z_]\w*)[\w.+~^${}-]*)$")
+
+
 def _rpm_spec(word: Word) -> PackageSpec | None:
     text = word.value
     if text.endswith(".rpm") or text.startswith(("http://", "https://", "/")):
         return PackageSpec(text, word, None, kind="path", pinned=True)
-    match = re.match(r"^(?P<name>.+?)-(?P<version>\d[\w.+~^:-]*)$", text)
-    if match and not re.search(r"-\d+-\d+$", match.group("name")):
+    written = _RPM_VAR_RE.match(word.text)
+    match = _RPM_NVR_RE.match(text)
+    if match:
+        version = match.group("version")
+        if match.group("release"):
+            version += "-" + match.group("release")
         return PackageSpec(
-            text, word, match.group("name").lower(), version=match.group("version"), pinned=True
+            text,
+            word,
+            match.group("name").lower(),
+            version=version,
+            pinned=True,
+            version_from_variable=written is not None,
         )
-    from_var = bool(_VAR_RE.search(text))
-    return PackageSpec(text, word, text.lower(), pinned=from_var, version_from_variable=from_var)
+    if written is not None:  # cuda-toolkit-${CUDA_VERSION}: a version we cannot see
+        return PackageSpec(text, word, written.group("name").lower(), pinned=True, version_from_variable=True)
+    return PackageSpec(text, word, text.lower())
 
 
 def _apk_spec(word: Word) -> PackageSpec | None:
@@ -280,6 +305,7 @@ def _apk_spec(word: Word) -> PackageSpec | None:
             specifier=match.group("op") + match.group("version"),
             version=match.group("version"),
             pinned=match.group("op") == "=",
+            version_from_variable=_from_variable(word, word.text[len(match.group("name")) :]),
         )
     return PackageSpec(text, word, text.lower())
 
@@ -306,26 +332,22 @@ def _conda_spec(word: Word) -> PackageSpec:
     match = re.match(r"^(?P<name>[A-Za-z0-9_.-]+)(?:\[[^\]]*\])?\s*(?P<spec>.*)$", text)
     name = match.group("name") if match else text
     spec = (match.group("spec") if match else "").strip()
-    version = None
-    pinned = False
-    if spec:
-        m = re.match(r"^(==?)\s*([^=,|<>*\s]+(?:\.\*)?)(?:=\S+)?$", spec)
-        if m:
-            version = m.group(2)
-            pinned = "*" not in version
-        if " " in spec and not m:
-            # conda's "name 1.2.3" form
-            parts = spec.split()
-            if re.match(r"^\d[\w.+]*$", parts[0]):
-                version, pinned = parts[0], True
-    from_var = bool(_VAR_RE.search(spec))
+    # `name=1.2[=build]`, `name==1.2`, or MatchSpec's `name 1.2.3 [build]`
+    m = re.match(r"^==?\s*(?P<v>[^=,|<>!~*\s]+(?:\.\*)?)(?:=\S+)?$", spec) or re.match(
+        r"^(?P<v>\d[^\s=,|<>!~]*)(?:\s+\S+)?$", spec
+    )
+    version = m.group("v") if m else None
+    pinned = version is not None and "*" not in version
+    if _VAR_RE.search(spec):
+        version = None  # pinned (or not) to a value we cannot see
+    from_var = bool(_VAR_RE.search(spec)) or _from_variable(word, word.text.split("::", 1)[-1][len(name) :])
     return PackageSpec(
         word.value,
         word,
         canonical_name(name),
         specifier=spec,
         version=version,
-        pinned=pinned or from_var,
+        pinned=pinned,
         version_from_variable=from_var,
         channel=channel,
     )
@@ -357,14 +379,18 @@ def parse_pip_spec(word: Word) -> PackageSpec:
     from packaging.version import InvalidVersion, Version
 
     text = word.value.strip()
-    from_var = bool(_VAR_RE.search(text))
-    parse_text = _VAR_RE.sub("0", text) if from_var else text
+    unresolved = bool(_VAR_RE.search(text))  # a variable whose value is unknown
+    from_var = unresolved or _from_variable(word)
+    parse_text = _VAR_RE.sub("0", text) if unresolved else text
     lowered = parse_text.lower()
     if re.match(r"^(git|hg|svn|bzr)\+", lowered):
         return _vcs_spec(word, text, None)
     if lowered.startswith(("http://", "https://", "file:")):
         return _url_spec(word, text, None)
-    if parse_text.startswith((".", "/", "~")) or parse_text.endswith((".whl", ".tar.gz", ".zip")):
+    named_url = re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@", parse_text)
+    if not named_url and (
+        parse_text.startswith((".", "/", "~")) or parse_text.endswith((".whl", ".tar.gz", ".zip"))
+    ):
         base = os.path.basename(parse_text.rstrip("/"))
         wheel = _WHEEL_RE.match(base) or _SDIST_RE.match(base)
         if wheel:
@@ -377,6 +403,8 @@ def parse_pip_spec(word: Word) -> PackageSpec:
                 pinned=True,
             )
         return PackageSpec(text, word, None, kind="path", pinned=True)
+    if unresolved and _VAR_RE.search(re.split(r"[\s\[<>=!~;@]", text, maxsplit=1)[0]):
+        return PackageSpec(text, word, None, kind="unknown", version_from_variable=True)
     try:
         req = Requirement(parse_text)
     except InvalidRequirement:
@@ -392,18 +420,21 @@ def parse_pip_spec(word: Word) -> PackageSpec:
         spec.extras = tuple(sorted(req.extras))
         return spec
     specifier = str(req.specifier)
+    if unresolved:
+        # the specifier as written, variables included (`==${TORCH_VERSION}`)
+        written = _SPEC_PART_RE.match(text.split(";", 1)[0])
+        specifier = written.group("spec").strip() if written else specifier
     version = None
     pinned = False
     local = None
     for item in req.specifier:
         if item.operator in ("==", "===") and "*" not in item.version:
             pinned = True
-            version = item.version if not from_var else None
-            if version:
-                try:
-                    local = Version(version).local
-                except InvalidVersion:
-                    local = None
+            version = item.version if not unresolved else None
+            try:
+                local = Version(item.version).local
+            except InvalidVersion:
+                local = None
     return PackageSpec(
         text,
         word,

@@ -2,7 +2,8 @@
 
 tree-sitter-bash parses the script (error-tolerant; handles case, subshells,
 command substitutions); ``sh -c '...'`` strings and shell heredocs are parsed
-recursively. Without tree-sitter, a shlex-based splitter is the fallback.
+recursively. Without tree-sitter, a small position-keeping lexer (``_fallback``)
+gives the same commands, words, redirects and heredocs.
 """
 
 from __future__ import annotations
@@ -497,20 +498,10 @@ def _finish(cmd: Command) -> Command:
 _JSON_STRING_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
 
 
-def _json_strings(instr: Instruction) -> list[tuple[int, int, str]]:
-    """(line, 1-based column of the opening quote, raw string) of each JSON string."""
-    out = []
-    for line, text in instr.arg_lines:
-        for m in _JSON_STRING_RE.finditer(text):
-            out.append((line, m.start() + 1, m.group(0)))
-    return out
-
-
 def _json_string_positions(instr: Instruction, count: int) -> list[tuple[int, int]]:
-    found = _json_strings(instr)
-    if len(found) != count:
-        return [(instr.line, 1)] * count
-    return [(line, column) for line, column, _ in found]
+    """(line, 1-based column of the opening quote) of each string of an exec-form array."""
+    found = [(line, m.start() + 1) for line, text in instr.arg_lines for m in _JSON_STRING_RE.finditer(text)]
+    return found if len(found) == count else [(instr.line, 1)] * count
 
 
 # -- heredoc helpers ---------------------------------------------------------
