@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "images" / "cuda-devel"
 TAG = "localhost/fixture/cuda-devel:1"
+exported_env: dict[str, str] = {}
 
 
 def _need(*tools: str) -> None:
@@ -75,6 +76,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     run("podman", "save", "--format", "docker-archive", "-o", str(out / "docker.tar"), TAG)
     run("podman", "save", "--format", "oci-archive", "-o", str(out / "oci.tar"), TAG)
     run("skopeo", "copy", "-q", f"containers-storage:{TAG}", f"oci:{out / 'layout'}:1")
+    exported_env.update(env)
     yield {
         "docker-archive": f"docker-archive:{out / 'docker.tar'}",
         "oci-archive": f"oci-archive:{out / 'oci.tar'}",
@@ -121,3 +123,37 @@ def test_messages_point_at_files_and_layers(exported: dict[str, str]) -> None:
     assert "/usr/lib/x86_64-linux-gnu/libcuda.so.1" in driver.message
     secret = next(f for f in findings if f.code == "GL601")
     assert "hf_" not in secret.message and "HF_TOKEN" in secret.message
+
+
+def test_docker_daemon_source_through_podman_service(exported: dict[str, str], tmp_path: Path) -> None:
+    import time
+
+    import docker
+    from gpulint.image.daemon import analyse_daemon_image
+
+    socket_path = tmp_path / "podman.sock"
+    service = subprocess.Popen(
+        ["podman", "system", "service", "--time=0", f"unix://{socket_path}"],
+        env=exported_env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client = docker.DockerClient(base_url=f"unix://{socket_path}")
+                client.ping()
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    pytest.fail("podman system service did not come up")
+                time.sleep(0.2)
+        analysis = analyse_daemon_image(TAG, weights_threshold=1_000_000, client=client)
+        findings = sorted((f.code, f.line) for f in image_findings(analysis, Config()))
+        total, wasted, final, codes, _ = _summary(exported["docker-archive"])
+        assert (analysis.total_size, analysis.wasted, analysis.final_size) == (total, wasted, final)
+        assert findings == codes
+    finally:
+        service.terminate()
+        service.wait(timeout=30)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import heapq
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import data as facts
 from .sources import ImageData, LayerSource, iter_layer_members
+from .tarscan import Member
 
 _TORCH_VERSION_RE = re.compile(r"""^cuda\s*(?::\s*\w+(?:\[[^\]]*\])?\s*)?=\s*['"]([\d.]+)['"]""", re.M)
 _DRIVER_LIB_RE = re.compile(r"^(libcuda\.so|libnvidia-ml\.so|libnvidia-ptxjitcompiler\.so)")
@@ -89,11 +90,83 @@ def analyse(
     history = _history(info)
     layers: list[LayerReport] = []
     result = Analysis(info, layers, history=history, walked=walk)
+    scans: list[LayerScan] = []
     if not walk:
         for layer in info.layers:
             created_by = str(history[layer.index].get("created_by", "")) if layer.index < len(history) else ""
             layers.append(LayerReport(layer.index, layer.digest, layer.size, created_by=created_by))
         return result
+    for layer in info.layers:
+        scan = scan_layer(
+            iter_layer_members(image, layer, read_data=wants_content),
+            layer.index,
+            result,
+            extensions,
+            weights_threshold,
+        )
+        scan.report.digest, scan.report.compressed_size = layer.digest, layer.size
+        scans.append(scan)
+        if progress is not None:
+            progress(layer.index + 1, len(info.layers))
+    return combine(result, scans)
+
+
+def wants_content(name: str, size: int) -> bool:
+    """The few small files whose content the analysis reads (torch's CUDA version)."""
+    return name.endswith("torch/version.py") and size < 65536
+
+
+@dataclass
+class LayerScan:
+    report: LayerReport
+    whiteouts: list[str] = field(default_factory=list)
+    opaque: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # dirs/links that replace a lower path
+    added: list[tuple[str, int]] = field(default_factory=list)
+
+
+def scan_layer(
+    members: Iterable[Member], index: int, result: Analysis, extensions: tuple[str, ...], threshold: int
+) -> LayerScan:
+    """One layer's entries; evidence goes straight into ``result``."""
+    history = result.history
+    created_by = str(history[index].get("created_by", "")) if index < len(history) else ""
+    scan = LayerScan(LayerReport(index, None, None, created_by=created_by))
+    report = scan.report
+    largest: list[tuple[int, str]] = []
+    for member in members:
+        path = posixpath.normpath(member.name.lstrip("./").lstrip("/")) if member.name.strip("./") else "."
+        base = posixpath.basename(path)
+        directory = posixpath.dirname(path)
+        if base == ".wh..wh..opq":
+            scan.opaque.append(directory)
+            continue
+        if base.startswith(".wh."):
+            scan.whiteouts.append(posixpath.join(directory, base[4:]))
+            continue
+        if member.type != "file":
+            if member.type in ("symlink", "hardlink", "dir"):
+                scan.replaced.append(path)
+            continue
+        size = member.size
+        report.size += size
+        report.files += 1
+        scan.added.append((path, size))
+        if len(largest) < 5:
+            heapq.heappush(largest, (size, path))
+        elif size > largest[0][0]:
+            heapq.heapreplace(largest, (size, path))
+        _evidence(result, path, base, size, index, extensions, threshold)
+        if member.data is not None:
+            match = _TORCH_VERSION_RE.search(member.data.decode("utf-8", "replace"))
+            if match:
+                result.torch_cuda = (match.group(1), path)
+    report.largest = sorted(largest, reverse=True)
+    return scan
+
+
+def combine(result: Analysis, scans: list[LayerScan]) -> Analysis:
+    """Stack the scanned layers in order (OCI whiteout rules) and count what each hides."""
     # path -> (size, layer) of the file currently visible
     visible: dict[str, tuple[int, int]] = {}
     hidden_heap: list[tuple[int, str, int]] = []
@@ -113,59 +186,20 @@ def analyse(
         for path in [p for p in visible if p.startswith(prefix)]:
             hide(path)
 
-    def wants(name: str, size: int) -> bool:
-        return name.endswith("torch/version.py") and size < 65536
-
-    for layer in info.layers:
-        created_by = ""
-        if layer.index < len(history):
-            created_by = str(history[layer.index].get("created_by", ""))
-        report = LayerReport(layer.index, layer.digest, layer.size, created_by=created_by)
-        largest: list[tuple[int, str]] = []
-        opaque_dirs: list[str] = []
-        added: list[tuple[str, int]] = []
-        for member in iter_layer_members(image, layer, read_data=wants):
-            path = (
-                posixpath.normpath(member.name.lstrip("./").lstrip("/")) if member.name.strip("./") else "."
-            )
-            base = posixpath.basename(path)
-            directory = posixpath.dirname(path)
-            if base == ".wh..wh..opq":
-                opaque_dirs.append(directory)
-                continue
-            if base.startswith(".wh."):
-                target = posixpath.join(directory, base[4:])
-                hide(target)
-                hide_tree(target)
-                continue
-            if member.type != "file":
-                if member.type in ("symlink", "hardlink", "dir"):
-                    hide(path)
-                continue
-            size = member.size
-            report.size += size
-            report.files += 1
-            added.append((path, size))
-            if len(largest) < 5:
-                heapq.heappush(largest, (size, path))
-            elif size > largest[0][0]:
-                heapq.heapreplace(largest, (size, path))
-            _evidence(result, path, base, size, layer.index, extensions, weights_threshold)
-            if member.data is not None:
-                match = _TORCH_VERSION_RE.search(member.data.decode("utf-8", "replace"))
-                if match:
-                    result.torch_cuda = (match.group(1), path)
-        # opaque directories hide everything below them from lower layers
-        for directory in opaque_dirs:
+    for scan in sorted(scans, key=lambda s: s.report.index):
+        index = scan.report.index
+        for target in scan.whiteouts:
+            hide(target)
+            hide_tree(target)
+        for directory in scan.opaque:
             hide_tree(directory)
-        for path, size in added:
+        for path in scan.replaced:
             hide(path)
-            visible[path] = (size, layer.index)
-        report.largest = sorted(largest, reverse=True)
-        result.total_size += report.size
-        layers.append(report)
-        if progress is not None:
-            progress(layer.index + 1, len(info.layers))
+        for path, size in scan.added:
+            hide(path)
+            visible[path] = (size, index)
+        result.total_size += scan.report.size
+        result.layers.append(scan.report)
     result.final_size = sum(size for size, _ in visible.values())
     result.wasted_files = [FileRef(p, s, i) for s, p, i in sorted(hidden_heap, reverse=True)]
     for name, prefixes in CACHE_DIRS.items():

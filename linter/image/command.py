@@ -89,8 +89,8 @@ def image_command(
     timeout: float,
     fail_on: str,
 ) -> int:
-    """Analyse built images: docker-archive:PATH, oci-archive:PATH, oci:DIR[:REF], docker://REF,
-    a bare path or a bare reference (= docker://)."""
+    """Analyse built images: docker-archive:PATH, oci-archive:PATH, oci:DIR[:REF],
+    docker-daemon:NAME, docker://REF, a bare path or a bare reference (= docker://)."""
     from ..report import Report
     from ..reporters import get_renderer
     from .analysis import analyse
@@ -110,7 +110,11 @@ def image_command(
         progress: Callable[[int, int], None] | None = None
         if sys.stderr.isatty() and fmt == "plain":
             progress = _progress_printer(source)
-        if _is_registry(source):
+        if source.startswith("docker-daemon:"):
+            from .daemon import analyse_daemon_image
+
+            analysis = analyse_daemon_image(source.split(":", 1)[1], config.weights_threshold, progress)
+        elif _is_registry(source):
             from .registry import open_registry_image
 
             with open_registry_image(source, platform, creds, tls_verify, ca_cert, timeout) as remote:

@@ -9,9 +9,10 @@ linkpath, size) and base-256 sizes.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 BLOCK = 512
 _SKIP_CHUNK = 1 << 20
@@ -133,10 +134,33 @@ def _padded(size: int) -> int:
     return (size + BLOCK - 1) // BLOCK * BLOCK
 
 
+class _Bounded(io.RawIOBase):
+    """The data of the current member, read from the outer stream as it flows by."""
+
+    def __init__(self, reader: _Reader, size: int) -> None:
+        self.reader, self.remaining = reader, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), self.remaining)
+        if n <= 0:
+            return 0
+        data = self.reader.stream.read(n)
+        if not data:
+            raise TarError("truncated tar stream (file data ends early)")
+        self.reader.pos += len(data)
+        self.remaining -= len(data)
+        buffer[: len(data)] = data
+        return len(data)
+
+
 def iter_members(
     stream: BinaryIO,
     max_members: int = 5_000_000,
     read_data: Callable[[str, int], bool] | None = None,
+    on_data: Callable[[Member, BinaryIO], None] | None = None,
 ) -> Iterator[Member]:
     """Members of a tar stream, in order. Raises TarError on corrupt input.
 
@@ -221,5 +245,13 @@ def iter_members(
         count += 1
         if count > max_members:
             raise TarError(f"more than {max_members} entries in one tar stream")
-        yield Member(name, size if kind == "file" else 0, kind, linkname, offset, content)
-        reader.skip(_padded(data_size))
+        member = Member(name, size if kind == "file" else 0, kind, linkname, offset, content)
+        yield member
+        if on_data is not None and kind == "file" and data_size:
+            # let the caller stream this member's data (an inner tar) before it is skipped
+            bounded = _Bounded(reader, data_size)
+            on_data(member, io.BufferedReader(bounded, buffer_size=1 << 20))  # type: ignore[arg-type]
+            consumed = data_size - bounded.remaining
+            reader.skip(_padded(data_size) - consumed)
+        else:
+            reader.skip(_padded(data_size))
