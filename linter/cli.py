@@ -204,6 +204,19 @@ def lint_command(
 
     results: list[tuple[LintResult, Config]] = []
     errors = 0
+
+    def on_crash(crash: Exception) -> None:
+        nonlocal errors
+        errors += 1
+        if debug and crash.__cause__ is not None:
+            import traceback
+
+            traceback.print_exception(crash.__cause__)
+        click.echo(
+            f"gpulint: error: {_one_line(str(crash))} (a bug: please report it; --debug shows the traceback)",
+            err=True,
+        )
+
     stdin_data: bytes | None = None
     for path in files:
         config = configure(finder.config_for(path))
@@ -219,14 +232,14 @@ def lint_command(
                 except DockerfileError as exc:
                     raise InputError(str(exc)) from None
                 stdin_context = str(Path(name).parent) if stdin_filename else None
-                result = lint(name, text, config, cli_args, target, context_dir or stdin_context)
+                result = lint(name, text, config, cli_args, target, context_dir or stdin_context, on_crash)
             else:
                 text = read_source(path)
-                result = lint(path, text, config, cli_args, target, context_dir)
+                result = lint(path, text, config, cli_args, target, context_dir, on_crash)
         except InputError as exc:
             if debug:
                 raise
-            click.echo(f"gpulint: error: {exc}", err=True)
+            click.echo(f"gpulint: error: {_one_line(str(exc))}", err=True)
             errors += 1
             continue
         results.append((result, config))
@@ -257,7 +270,8 @@ def _build_report(findings: list[Finding], results: list[LintResult], base_confi
     from .report import Report, RuleInfo
     from .rule import all_rules
 
-    sources = {r.path: r.text for r in results}
+    # code frames show source lines: never a secret value (tokens, credential ARG/ENV values)
+    sources = {r.path: _redacted(r) for r in results}
     for f in findings:
         if f.path not in sources:
             with contextlib.suppress(OSError, UnicodeDecodeError):
@@ -470,7 +484,7 @@ def _emit(report: Report, targets: list[_Target], no_color: bool, quiet: bool, s
     from .reporters import get_renderer
 
     stdout_tty = sys.stdout.isatty()
-    color_ok = not no_color and not os.environ.get("NO_COLOR")
+    color_ok = not no_color and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
     # Files first: a report a CI step uploads must not depend on stdout still being open.
     for target in targets:
         if target.path is not None:
@@ -590,10 +604,17 @@ def explain_command(rule: str) -> None:
     click.echo(cls.docs(), nl=False)
 
 
-SUBCOMMANDS: dict[str, click.Command] = {
+def _image_command() -> click.Command:
+    from .image.command import image_command
+
+    return image_command
+
+
+SUBCOMMANDS: dict[str, click.Command | None] = {
     "rules": rules_command,
     "explain": explain_command,
     "lint": lint_command,
+    "image": None,  # imported on use
 }
 
 
@@ -619,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     name = "gpulint"
     if args and args[0] in SUBCOMMANDS and not Path(args[0]).is_file():
         name = f"gpulint {args[0]}"
-        command = SUBCOMMANDS[args.pop(0)]
+        command = SUBCOMMANDS[args.pop(0)] or _image_command()
     code: int
     try:
         result = command.main(args, prog_name=name, standalone_mode=False, obj={"argv": list(args)})
@@ -639,7 +660,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     except Exception as exc:
         from .engine import InputError, RuleCrash
 
-        if isinstance(exc, InputError):
+        from .image.sources import ImageError
+
+        if isinstance(exc, (InputError, ImageError)):
             code = _fail(str(exc), debug)
         elif isinstance(exc, RuleCrash):
             code = _fail(f"{exc} (a bug: please report it; --debug shows the traceback)", debug)
@@ -654,3 +677,11 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 if __name__ == "__main__":
     main()
+
+
+def _redacted(result: LintResult) -> str:
+    from .secrets import redact_text, scan
+
+    if result.dockerfile is None:
+        return result.text
+    return redact_text(result.text, scan(result.dockerfile))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -133,7 +133,13 @@ def lint(
     build_args: Mapping[str, str] | None = None,
     target: str | None = None,
     context_dir: str | None = None,
+    on_crash: Callable[[RuleCrash], None] | None = None,
 ) -> LintResult:
+    """Lint one Dockerfile's text.
+
+    A rule that raises is a bug in gpulint: without ``on_crash`` it raises :class:`RuleCrash`;
+    with it, ``on_crash`` is told and the other rules' findings are still returned.
+    """
     config = config or Config()
     args = dict(config.build_args)
     args.update(build_args or {})
@@ -151,11 +157,16 @@ def lint(
     ctx.pragmas = pragmas
     findings: list[Finding] = []
     for cls in enabled_rules(config):
-        rule = cls()
         try:
-            findings.extend(rule.check(ctx))
-        except Exception as exc:  # a rule bug must not hide the other findings' file
-            raise RuleCrash(cls.code, path, exc) from exc
+            produced = list(cls().check(ctx))
+        except Exception as exc:
+            if on_crash is None:
+                raise RuleCrash(cls.code, path, exc) from exc
+            crash = RuleCrash(cls.code, path, exc)
+            crash.__cause__ = exc
+            on_crash(crash)  # a bug in one rule must not hide the other rules' findings
+            continue
+        findings.extend(produced)
     findings = _apply_pragmas(findings, pragmas, path, config)
     findings = _apply_per_file_ignores(findings, config)
     if config.severity:

@@ -26,12 +26,9 @@ GOOD_EXAMPLE = EXAMPLES / "llm-server-good.Dockerfile"
 SARIF_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-schema-2.1.0.json"
 
 # A devel base that compiles nothing (GL101, warning) and an unpinned torch (GL201, error).
-DEVEL_UNPINNED = (
-    "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
-    "RUN pip install --no-cache-dir torch\n"
-)
+DEVEL_UNPINNED = "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nRUN pip install --no-cache-dir torch\n"
 # Only a warning: GL101.
-DEVEL_ONLY = "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nCMD [\"python3\"]\n"
+DEVEL_ONLY = 'FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nCMD ["python3"]\n'
 CLEAN = 'FROM nvidia/cuda:12.4.1-base-ubuntu22.04\nCMD ["python3"]\n'
 
 
@@ -318,7 +315,13 @@ def test_severity_override_changes_the_exit_code(project: Path) -> None:
     proc = run_gpulint("--select", "GL101", "--severity", "GL101=info", "Dockerfile", cwd=project)
     assert proc.returncode == 0 and "[info]" in proc.stdout
     proc = run_gpulint(
-        "--select", "GL101", "--severity", "devel-final-stage=error", "--fail-on", "error", "Dockerfile",
+        "--select",
+        "GL101",
+        "--severity",
+        "devel-final-stage=error",
+        "--fail-on",
+        "error",
+        "Dockerfile",
         cwd=project,
     )
     assert proc.returncode == 1 and "[error]" in proc.stdout
@@ -352,7 +355,12 @@ def test_stdin(project: Path) -> None:
     assert proc.returncode == 1
     assert proc.stdout.startswith("-:1:1: GL101")
     proc = run_gpulint(
-        "--select", "GL101", "--stdin-filename", "docker/gpu.Dockerfile", "-", cwd=project,
+        "--select",
+        "GL101",
+        "--stdin-filename",
+        "docker/gpu.Dockerfile",
+        "-",
+        cwd=project,
         stdin=DEVEL_ONLY.encode(),
     )
     assert proc.returncode == 1
@@ -432,9 +440,7 @@ def test_select_ignore(
     present: set[str],
     absent: set[str],
 ) -> None:
-    (project / "Dockerfile").write_text(
-        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nRUN pip install torch\n"
-    )
+    (project / "Dockerfile").write_text("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nRUN pip install torch\n")
     _, out, _ = run_main([*args, "--format", "json", "Dockerfile"], capsys)
     found = codes(out)
     assert present <= found, found
@@ -496,8 +502,8 @@ def test_output_pairs_with_its_own_format(project: Path, capsys: pytest.CaptureF
     assert "findings" in json.loads(out)
     assert "runs" in json.loads((project / "x.sarif").read_text())
     # -o before --format, and --format=X / --output=X spellings
-    code, out, _ = run_main(["-o", "y.json", "--format=json", "--output=z.sarif", "--format", "sarif",
-                             str(BAD_EXAMPLE)], capsys)  # fmt: skip
+    args = ["-o", "y.json", "--format=json", "--output=z.sarif", "--format", "sarif", str(BAD_EXAMPLE)]
+    code, out, _ = run_main(args, capsys)
     assert code == 1 and out == ""
     assert "findings" in json.loads((project / "y.json").read_text())
     assert "runs" in json.loads((project / "z.sarif").read_text())
@@ -554,3 +560,78 @@ def test_plain_lint_does_not_import_rich_or_docker() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False
     )
     assert "HEAVY=\n" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_statistics_and_quiet_still_write_reports(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for flag in ("--statistics", "-q"):
+        report = project / f"report{flag}.json"
+        code, out, _ = run_main([flag, "--format", "json", "-o", str(report), str(BAD_EXAMPLE)], capsys)
+        assert code == 1 and "GL101" in json.dumps(json.loads(report.read_text())["findings"])
+        assert "{" not in out
+
+
+def run_on_a_terminal(*args: str, env: dict[str, str]) -> str:
+    pty = pytest.importorskip("pty")
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [*gpulint_command(), *args],
+            stdout=slave,
+            stderr=subprocess.PIPE,
+            env={k: v for k, v in {**os.environ, **env}.items() if v is not None and v != ""},
+        )
+        os.close(slave)
+        chunks: list[bytes] = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(timeout=60)
+        assert proc.returncode == 1
+    finally:
+        os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_terminal_gets_tty_format_with_colour_unless_no_color() -> None:
+    args = ("--select", "GL101", str(BAD_EXAMPLE))
+    term = {"NO_COLOR": "", "TERM": "xterm-256color"}
+    coloured = run_on_a_terminal(*args, env=term)
+    assert "\x1b[" in coloured and "^" in coloured  # tty format: colours and a code frame
+    assert "\x1b[" not in run_on_a_terminal(*args, env={**term, "NO_COLOR": "1"})
+    assert "\x1b[" not in run_on_a_terminal(*args, env={**term, "TERM": "dumb"})
+    assert "\x1b[" not in run_on_a_terminal("--no-color", *args, env=term)
+    plain = run_on_a_terminal("--format", "plain", *args, env=term)
+    assert ":3:1: GL101 [warning]" in plain and "\x1b[" not in plain
+
+
+def test_a_crashing_rule_is_one_error_line_and_the_other_findings_stay(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from collections.abc import Iterator
+
+    from gpulint import engine
+    from gpulint.finding import Finding, Severity
+    from gpulint.rule import Rule
+
+    class Crashes(Rule):  # not registered: only this test sees it
+        code = "GL999"
+        slug = "always-crashes"
+        severity = Severity.ERROR
+        summary = what = why = example = instead = "test rule"
+
+        def check(self, ctx: object) -> Iterator[Finding]:
+            raise KeyError("boom")
+
+    real = engine.enabled_rules
+    monkeypatch.setattr(engine, "enabled_rules", lambda config: [*real(config), Crashes])
+    code, out, err = run_main(["--select", "GL101", str(BAD_EXAMPLE)], capsys)
+    assert code == 2
+    assert ":3:1: GL101" in out
+    assert err.count("\n") == 1 and "internal error in rule GL999" in err and "Traceback" not in err
+    code, _, err = run_main(["--debug", "--select", "GL101", str(BAD_EXAMPLE)], capsys)
+    assert code == 2 and "Traceback" in err and "KeyError: 'boom'" in err

@@ -160,4 +160,7 @@ def _is_registry(source: str) -> bool:
     transport = source.split(":", 1)[0]
     if transport in ("docker-archive", "oci-archive", "oci", "docker-daemon"):
         return False
-    return not Path(source).exists()
+    looks_like_path = source.startswith(("/", "./", "../", "~")) or source.endswith(
+        (".tar", ".tar.gz", ".oci")
+    )
+    return not Path(source).exists() and not looks_like_path

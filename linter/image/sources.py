@@ -341,9 +341,7 @@ def _detect(source: str) -> tuple[str, str]:
         return "oci", source
     if path.is_file():
         return "docker-archive", source
-    raise ImageError(
-        f"{source}: no such file or directory (registry and daemon sources are not supported yet)"
-    )
+    raise ImageError(f"{source}: no such file or directory")
 
 
 def _docker_archive(source: str, container: _Archive | _Directory, verify: bool) -> OpenedImage:
