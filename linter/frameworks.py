@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from . import data
@@ -35,8 +36,33 @@ def series_info(version: str) -> dict[str, object] | None:
     return table.get(series) if series else None
 
 
-def torch_variant(spec: PackageSpec, install: Install) -> Variant | None:
-    """The variant of a torch (or torchvision/torchaudio) install, when it can be told."""
+_INDEX_ENV = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_INDEX",
+)
+
+
+def _env_indexes(install: Install, env: Mapping[str, str | None] | None) -> list[str]:
+    """Index URLs set through the environment (``ENV PIP_INDEX_URL=...`` or ``PIP_INDEX_URL=... pip``)."""
+    merged: dict[str, str | None] = dict(env or {})
+    merged.update(install.command.assignments)
+    urls: list[str] = []
+    for name in _INDEX_ENV:
+        urls.extend((merged.get(name) or "").split())
+    return urls
+
+
+def torch_variant(
+    spec: PackageSpec, install: Install, env: Mapping[str, str | None] | None = None
+) -> Variant | None:
+    """The variant of a torch (or torchvision/torchaudio) install, when it can be told.
+
+    ``env``: the ARG/ENV values the RUN sees (PIP_INDEX_URL, UV_TORCH_BACKEND...), when known.
+    """
     local = spec.local
     if local is None and spec.url:
         match = re.search(r"(?:\+|%2[Bb])(cu\d{2,3}|cpu)", spec.url)
@@ -49,13 +75,18 @@ def torch_variant(spec: PackageSpec, install: Install) -> Variant | None:
         if local.lower().startswith("rocm"):
             return Variant("rocm", None, f"+{local}", True)
     backend = install.options.get("--torch-backend")
+    if not backend:
+        from_env = install.command.assignments.get("UV_TORCH_BACKEND") or (env or {}).get("UV_TORCH_BACKEND")
+        backend = [from_env] if from_env and install.tool == "uv" else None
     if backend:
         value = backend[-1].lower()
         if value == "cpu":
             return Variant("cpu", None, "--torch-backend cpu", True)
         if value.startswith("cu"):
             return Variant("cuda", cu_to_version(value), f"--torch-backend {value}", True)
-    for url in install.index_urls + install.extra_index_urls + install.find_links:
+    for url in (
+        install.index_urls + install.extra_index_urls + install.find_links + _env_indexes(install, env)
+    ):
         match = _WHL_INDEX_RE.search(url.rstrip("/") + "/") or _WHL_INDEX_RE.search(url)
         if match:
             tag = match.group(1)
@@ -75,10 +106,12 @@ def torch_variant(spec: PackageSpec, install: Install) -> Variant | None:
     return Variant("cuda", None, "PyPI's default (a CUDA build on Linux x86_64)", False)
 
 
-def framework_cuda(spec: PackageSpec, install: Install) -> Variant | None:
+def framework_cuda(
+    spec: PackageSpec, install: Install, env: Mapping[str, str | None] | None = None
+) -> Variant | None:
     """CUDA brought by torch, jax[cudaNN] or onnxruntime-gpu installs; None for other packages."""
     if spec.name == "torch":
-        return torch_variant(spec, install)
+        return torch_variant(spec, install, env)
     if spec.name == "jax":
         for extra in spec.extras:
             match = re.match(r"^cuda(\d+)", extra)
@@ -87,6 +120,6 @@ def framework_cuda(spec: PackageSpec, install: Install) -> Variant | None:
         return None
     if spec.name == "onnxruntime-gpu":
         if spec.version and re.match(r"^1\.(19|[2-9]\d)", spec.version):
-            return Variant("cuda", "12", f"onnxruntime-gpu {spec.version} (CUDA 12 builds since 1.19)", False)
+            return Variant("cuda", "12", "onnxruntime-gpu's PyPI builds are CUDA 12 since 1.19", False)
         return None
     return None

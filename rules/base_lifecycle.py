@@ -54,20 +54,49 @@ class BaseNotDigestPinned(Rule):
 
 
 def eol_status(version: str) -> tuple[str, str | None] | None:
-    """("end-of-life" | "superseded", newest point release of the same X.Y) or None."""
+    """("end-of-life" | "superseded", newest point release of the same X.Y) or None.
+
+    Only what the dated table says: the EOL majors and ranges, and a point release below
+    the newest one of its X.Y that the table confirms as a tag.
+    """
     table = data.load("cuda")["eol"]
     parts = version.split(".")
-    major_minor = ".".join(parts[:2])
-    newest = table["latest_point"].get(major_minor)
+    x_y = ".".join(parts[:2])
+    newest = table["latest_point"].get(x_y)
+    if newest is not None and compare(newest, version) <= 0:
+        newest = None
     if parts[0] in table["majors"]:
         return "end-of-life", newest
     if len(parts) != 3:
         return None
     for low, high in table["ranges"]:
         if compare(version, low) >= 0 and compare(version, high) <= 0:
-            return "end-of-life", newest if newest and compare(newest, version) > 0 else None
-    if newest and compare(version, newest) < 0:
+            return "end-of-life", newest
+    if newest is not None:
         return "superseded", newest
+    return None
+
+
+def variant_exists(version: str, cudnn: str | None, os_name: str | None) -> tuple[bool, str] | None:
+    """Whether nvidia/cuda publishes the cuDNN flavour / OS of a tag for this version.
+
+    (False, what is missing) when the table says it does not; None when it does or the table
+    does not know.
+    """
+    table = data.load("cuda").get("tag_variants", {})
+    checks = []
+    if cudnn:
+        checks.append((table.get("cudnn", {}).get(cudnn), f"-{cudnn}-"))
+    if os_name:
+        checks.append((table.get("os", {}).get(os_name), os_name))
+    for bounds, label in checks:
+        if not bounds:
+            continue
+        low, high = bounds
+        if (low is not None and compare(version, str(low)) < 0) or (
+            high is not None and compare(version, str(high)) > 0
+        ):
+            return False, label
     return None
 
 
@@ -112,21 +141,33 @@ class EolCudaImage(Rule):
             if status is None:
                 continue
             kind, newest = status
-            replacement = ref.with_tag(ref.tag.replace(info.cuda, newest, 1)) if newest else None
+            replacement = None
+            missing = None
+            if newest:
+                gap = variant_exists(newest, info.cudnn, info.os)
+                if gap is None:
+                    replacement = ref.with_tag(ref.tag.replace(info.cuda, newest, 1))
+                else:
+                    missing = gap[1].strip("-")
             if kind == "end-of-life":
                 message = (
-                    f"{stage.base.text} is end-of-life on NVIDIA's list (as of {as_of}); NVIDIA deletes such tags "
-                    "about 6 months later and builds then fail with 'manifest unknown'"
+                    f"{stage.base.text} is end-of-life on NVIDIA's published list (as of {as_of}): NVIDIA deletes "
+                    "EOL tags from Docker Hub and NGC about 6 months later, and builds then fail with "
+                    "'manifest unknown'"
                 )
             else:
                 message = (
-                    f"CUDA {info.cuda} is superseded by {newest}: NVIDIA supports only the newest point release "
-                    "of each X.Y and deletes the others about 6 months after they go end-of-life"
+                    f"{stage.base.text}: CUDA {info.cuda} is superseded by {newest}, and NVIDIA supports only the "
+                    "newest point release of each X.Y (its support policy: older ones go end-of-life and their "
+                    "tags are deleted about 6 months later)"
                 )
-            message += f"; use {replacement}" if replacement else "; move to a supported CUDA release"
-            yield self.finding(
-                ctx,
-                message,
-                instruction=stage.from_instruction,
-                help=f"use {replacement}" if replacement else None,
-            )
+            if replacement:
+                fix = f"use {replacement}"
+            elif newest and missing:
+                fix = (
+                    f"move to CUDA {newest} (NVIDIA publishes no {missing} variant of it: pick another OS or "
+                    "cuDNN flavour)"
+                )
+            else:
+                fix = "move to a CUDA release NVIDIA still supports"
+            yield self.finding(ctx, f"{message}; {fix}", instruction=stage.from_instruction, help=fix)

@@ -6,16 +6,111 @@ import re
 from collections.abc import Iterator
 
 from gpulint.context import LintContext
-from gpulint.cudabuild import compile_signals
+from gpulint.cudabuild import CompileSignal, compile_signals, run_exports
 from gpulint.dockerfile import Stage
 from gpulint.finding import Finding, FixSafety, Severity
-from gpulint.frameworks import framework_cuda, torch_variant
+from gpulint.frameworks import Variant, framework_cuda, series_info, torch_series, torch_variant
+from gpulint.gpubase import BaseInfo
+from gpulint.installers import Install, PackageSpec
 from gpulint.rule import Rule, register
 
 _TOOLKIT_PACKAGE_RE = re.compile(
     r"^(cuda-toolkit(-\d+(-\d+)?)?|cuda-nvcc(-\d+-\d+)?|cuda-minimal-build(-\d+-\d+)?|cuda-compiler(-\d+-\d+)?"
     r"|nvidia-cuda-toolkit|cudatoolkit-dev|cuda-nvcc|nvidia-cuda-nvcc-cu\d+)$"
 )
+
+
+_CMAKE_CUDA_DEFINE_RE = re.compile(r"-D\s*(\w*(?:CUDA|CUBLAS)\w*)(?::\w+)?=(\S*)", re.I)
+_CMAKE_SETTING_RE = re.compile(r"(ARCHITECTURES|ARCH|COMPILER|FLAGS|DIR|PATH|ROOT|HOME)$", re.I)
+_OFF_VALUES = frozenset({"off", "0", "false", "no", "n", "", "ignore", "notfound"})
+# packages that pin torch exactly: installed without --no-deps they pull torch's CUDA wheels
+TORCH_DEPENDENTS = ("vllm", "sglang", "xformers")
+
+
+def _cmake_cuda_on(ctx: LintContext, signal: CompileSignal) -> bool:
+    """False when the cmake step behind ``signal`` only sets CUDA options off (-DGGML_CUDA=OFF)."""
+    instr = ctx.dockerfile.instruction_at(signal.line)
+    if instr is None or instr.keyword != "RUN":
+        return True
+    exports = run_exports(instr)
+    toggles: list[bool] = []
+    for cmd in ctx.commands(instr):
+        if cmd.name != "cmake" or cmd.line != signal.line:
+            continue
+        texts = [
+            *cmd.arg_values,
+            cmd.assignments.get("CMAKE_ARGS")
+            or exports.get("CMAKE_ARGS")
+            or instr.scope.get("CMAKE_ARGS")
+            or "",
+        ]
+        for text in texts:
+            for name, value in _CMAKE_CUDA_DEFINE_RE.findall(text):
+                if _CMAKE_SETTING_RE.search(name):
+                    continue  # an arch list or compiler path, not an on/off switch
+                toggles.append(value.strip("\"'").lower() not in _OFF_VALUES)
+    return not toggles or any(toggles)
+
+
+def certain_compile_signals(ctx: LintContext, stages: list[Stage]) -> list[CompileSignal]:
+    """The certain compile signals of these stages, without cmake steps whose CUDA options are all off."""
+    out = []
+    for signal in compile_signals(ctx, stages):
+        if not signal.certain:
+            continue
+        if signal.reason.startswith("configures a CUDA build with cmake") and not _cmake_cuda_on(ctx, signal):
+            continue
+        out.append(signal)
+    return out
+
+
+_GENERIC_BUILD_RE = re.compile(r"^builds with (cmake|make|ninja)$")
+
+
+def compiles_cuda(ctx: LintContext, stages: list[Stage]) -> list[CompileSignal]:
+    """Certain and likely signals that these stages compile CUDA code (generic make/cmake steps left out)."""
+    certain = certain_compile_signals(ctx, stages)
+    likely = [
+        s for s in compile_signals(ctx, stages) if not s.certain and not _GENERIC_BUILD_RE.match(s.reason)
+    ]
+    return certain + likely
+
+
+def stage_compiles(ctx: LintContext, chain: list[Stage], info: BaseInfo) -> bool:
+    """Whether these stages compile CUDA code: on an image with nvcc (devel, or nvcc installed) also the
+    likely signals; on a runtime/base image only certain ones (a maybe-build there would fail anyway)."""
+    if info.is_devel or installs_toolkit(ctx, chain):
+        return bool(compiles_cuda(ctx, chain))
+    return bool(certain_compile_signals(ctx, chain))
+
+
+def by_line(signals: list[CompileSignal]) -> list[tuple[int, list[str]]]:
+    """Signals grouped by line (one finding per step), reasons in order, without repeats."""
+    grouped: dict[int, list[str]] = {}
+    for signal in signals:
+        reasons = grouped.setdefault(signal.line, [])
+        if signal.reason not in reasons:
+            reasons.append(signal.reason)
+    return sorted(grouped.items())
+
+
+def devel_tag(stage: Stage, info: BaseInfo) -> str | None:
+    """The devel counterpart of a runtime/base nvidia/cuda or pytorch/pytorch tag."""
+    ref = stage.root.image
+    if ref is None or not ref.tag:
+        return None
+    if info.family == "nvidia-cuda":
+        tag = re.sub(r"-(base|runtime)(?=-|$)", "-devel", ref.tag, count=1)
+        return ref.with_tag(tag) if tag != ref.tag else None
+    if info.family == "pytorch" and ref.tag.endswith("-runtime"):
+        return ref.with_tag(ref.tag[: -len("-runtime")] + "-devel")
+    return None
+
+
+def _stage_name(stage: Stage) -> str:
+    if stage.name:
+        return f"stage '{stage.name}'"
+    return f"the stage FROM line {stage.from_instruction.line}"
 
 
 def installs_toolkit(ctx: LintContext, stages: list[Stage]) -> bool:
@@ -70,17 +165,22 @@ class RuntimeLacksToolkit(Rule):
                 or info.family not in ("nvidia-cuda", "pytorch")
             ):
                 continue
-            chain = stage.chain()
-            if installs_toolkit(ctx, chain):
+            if installs_toolkit(ctx, stage.chain()):
                 continue
-            own = [s for s in compile_signals(ctx, [stage]) if s.certain]
-            for signal in own:
+            devel = devel_tag(stage, info)
+            fix = (
+                f"compile in a builder stage FROM {devel} and COPY --from it the built wheel or binary"
+                if devel
+                else "compile in a *-devel-* builder stage and COPY --from it the built wheel or binary"
+            )
+            for line, reasons in by_line(certain_compile_signals(ctx, [stage])):
                 yield self.finding(
                     ctx,
-                    f"stage '{stage.label}' is built on {stage.root.base.text}, which has no nvcc or CUDA headers, "
-                    f"but it {signal.reason}: the build fails here; compile in a *-devel-* builder stage "
-                    f"and COPY --from the result",
-                    line=signal.line,
+                    f"{_stage_name(stage)} is built on {stage.root.base.text}, a {info.flavour} image with no nvcc "
+                    f"and no CUDA headers, but this step compiles CUDA code (found: {'; '.join(reasons)}): "
+                    f"the build fails here; {fix}",
+                    line=line,
+                    help=fix,
                 )
 
 
@@ -93,12 +193,13 @@ class RedundantCudaStack(Rule):
     summary = "The shipped stage carries two copies of the CUDA libraries"
     what = """
         In the shipped stage: pip-installed CUDA wheels of torch (which bundle
-        about 3 GB of `nvidia-*` libraries) on top of an nvidia/cuda runtime or
-        devel image that already has the CUDA libraries; or apt installs of
-        `cuda-toolkit*`, `cuda-libraries*` or `libcudnn*` on an nvidia/cuda image
-        flavour that already contains them. The `-base` flavour with pip torch,
-        CPU torch, builder stages, and stages that compile CUDA code against torch
-        are fine.
+        about 3 GB of `nvidia-*` libraries), directly or pulled in by a package
+        that pins torch (vllm, sglang, xformers), on top of an nvidia/cuda
+        runtime or devel image that already has the CUDA libraries; or apt
+        installs of `cuda-toolkit*`, `cuda-libraries*` or `libcudnn*` of the
+        image's own CUDA/cuDNN version on an nvidia/cuda flavour that already
+        contains them. The `-base` flavour with pip torch, CPU torch, builder
+        stages, and stages that compile CUDA code against torch are fine.
     """
     why = """
         The CUDA math libraries and cuDNN are the bulk of a GPU image. Two copies
@@ -122,49 +223,109 @@ class RedundantCudaStack(Rule):
         if not chain:
             return
         info = ctx.base_info(chain[-1])
-        if info is None or info.family != "nvidia-cuda" or info.flavour not in ("runtime", "devel"):
+        if (
+            info is None
+            or info.family != "nvidia-cuda"
+            or info.flavour not in ("runtime", "devel")
+            or not info.cuda
+        ):
             return
-        if compile_signals(ctx, chain):
-            return
+        # A shipped stage that compiles CUDA code against torch needs both stacks (GL101/GL507's territory).
+        compiles = stage_compiles(ctx, chain, info)
         base = chain[-1].base.text
         base_tag = (
             chain[-1].image.with_tag(f"{info.cuda}-base-{info.os}") if chain[-1].image and info.os else None
         )
-        for stage in chain:
-            for _, cmd, install in ctx.stage_installs(stage):
+        instead = (f"use {base_tag}" if base_tag else "use the -base flavour") + (
+            " (pip's CUDA wheels need only the driver plumbing) or a slim Python image with the NVIDIA env"
+        )
+        torch_flagged = False
+        dependents: list[tuple[str, int, int, str]] = []
+        for stage in reversed(chain):
+            for instr, cmd, install in ctx.stage_installs(stage):
                 for spec in install.packages:
-                    if install.manager == "pip" and spec.name == "torch":
-                        variant = torch_variant(spec, install)
+                    if install.manager == "pip" and spec.name == "torch" and not compiles:
+                        variant = torch_variant(spec, install, instr.scope)
                         if variant is None or variant.kind != "cuda":
                             continue
+                        torch_flagged = True
                         yield self.finding(
                             ctx,
-                            f"torch's CUDA wheels ({variant.how}) bring their own CUDA libraries and cuDNN "
-                            f"(~3 GB in site-packages/nvidia) on top of {base}, which already has them; "
-                            + (f"use {base_tag}" if base_tag else "use the -base flavour")
-                            + " or a slim Python image with the NVIDIA env",
+                            f"`{spec.raw}` installs torch's CUDA build ({_how(variant)}), which brings its own "
+                            f"CUDA libraries and cuDNN as nvidia-* wheels (~3 GB in site-packages/nvidia), on top of "
+                            f"{base}, whose {info.flavour} flavour already has them: two copies of the CUDA stack; "
+                            f"{instead}",
                             line=spec.word.line,
                             column=spec.word.column,
+                            help=instead,
                         )
-                    elif install.manager == "apt" and spec.name:
-                        already = _already_in_flavour(spec.name, info.flavour or "", info.cudnn is not None)
+                    elif (
+                        install.manager == "pip"
+                        and spec.name in TORCH_DEPENDENTS
+                        and not install.no_deps
+                        and not compiles
+                    ):
+                        dependents.append((spec.raw, spec.word.line, spec.word.column, spec.name or ""))
+                    elif install.manager in ("apt", "yum") and spec.name:
+                        already = _already_in_flavour(spec.name, info)
                         if already:
                             yield self.finding(
                                 ctx,
-                                f"{cmd.name} installs {spec.name}, but {base} already contains {already}: "
-                                "a second copy of the same libraries",
+                                f"{cmd.name} installs {spec.name}, but {base} already contains {already}: at best a "
+                                "no-op, and an upgrade writes a second copy of those libraries into a new layer; "
+                                "drop it, or pick the image flavour that has what you need",
                                 line=spec.word.line,
                                 column=spec.word.column,
                             )
+        if torch_flagged:
+            return
+        for raw, line, column, name in dependents:
+            yield self.finding(
+                ctx,
+                f"`{raw}` pins an exact torch, so pip pulls torch's CUDA build as a dependency of {name} (nvidia-* "
+                f"wheels, ~3 GB in site-packages/nvidia) on top of {base}, whose {info.flavour} flavour already has "
+                f"the CUDA libraries: two copies of the CUDA stack; {instead}",
+                line=line,
+                column=column,
+                help=instead,
+            )
 
 
-def _already_in_flavour(name: str, flavour: str, cudnn: bool) -> str | None:
+def _how(variant: Variant) -> str:
+    """How the CUDA variant was chosen, for a parenthesis: ``CUDA 12.4, from index ...``."""
+    if variant.explicit:
+        return f"CUDA {variant.cuda}, from {variant.how}" if variant.cuda else f"from {variant.how}"
+    if variant.cuda:
+        return f"CUDA {variant.cuda}, PyPI's default for that release on Linux x86_64"
+    return "PyPI's default build on Linux x86_64"
+
+
+def _cuda_suffix(name: str) -> str | None:
+    """``cuda-libraries-12-4`` -> ``12.4``; None without a version suffix."""
+    match = re.search(r"-(\d+)-(\d+)$", name)
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def _already_in_flavour(name: str, info: BaseInfo) -> str | None:
+    """What of ``name`` a runtime/devel nvidia/cuda image of ``info`` already contains."""
+    x_y = ".".join((info.cuda or "").split(".")[:2])
+    suffix = _cuda_suffix(name)
+    if suffix is not None and suffix != x_y:
+        return None  # another CUDA release: not a copy of what the image has
     if re.match(r"^cuda-libraries(-\d+-\d+)?$", name):
-        return "the CUDA libraries (cuda-libraries)"
-    if flavour == "devel" and re.match(r"^cuda-(toolkit|libraries-dev)(-\d+(-\d+)?)?$", name):
-        return "the CUDA toolkit"
-    if cudnn and re.match(r"^libcudnn\d*(-cuda-\d+)?$", name):
-        return "cuDNN"
+        return f"the CUDA {x_y} libraries (cuda-libraries)"
+    if info.flavour == "devel" and re.match(
+        r"^cuda-(toolkit|libraries-dev|minimal-build|nvcc)(-\d+-\d+)?$", name
+    ):
+        return f"the CUDA {x_y} toolkit (nvcc, headers)"
+    cudnn = re.match(r"^libcudnn(\d+)(-cuda-(\d+))?$", name)
+    if cudnn and info.cudnn is not None:
+        image_major = info.cudnn.removeprefix("cudnn") or "9"
+        if cudnn.group(1) != image_major:
+            return None
+        if cudnn.group(3) and cudnn.group(3) != x_y.split(".")[0]:
+            return None
+        return f"cuDNN {image_major} ({info.cudnn} image)"
     return None
 
 
@@ -211,33 +372,84 @@ class CudaVersionMismatch(Rule):
             ):
                 continue
             base_cuda = ".".join(info.cuda.split(".")[:2])
-            compiles = any(s.certain for s in compile_signals(ctx, stage.chain()))
-            for _, _, install in ctx.stage_installs(stage):
+            base_major = base_cuda.split(".")[0]
+            compiles = stage_compiles(ctx, stage.chain(), info)
+            for instr, _, install in ctx.stage_installs(stage):
                 if install.manager != "pip":
                     continue
                 for spec in install.packages:
-                    variant = framework_cuda(spec, install)
+                    variant = framework_cuda(spec, install, instr.scope)
                     if variant is None or variant.kind != "cuda" or variant.cuda is None:
                         continue
-                    major_differs = variant.cuda.split(".")[0] != base_cuda.split(".")[0]
+                    major_differs = variant.cuda.split(".")[0] != base_major
                     minor_differs = "." in variant.cuda and variant.cuda != base_cuda
                     if not (major_differs or (compiles and minor_differs)):
                         continue
-                    severity = Severity.ERROR if compiles else Severity.WARNING
-                    why = (
-                        "extensions compiled here with the image's nvcc will not match torch's CUDA"
-                        if compiles
-                        else "the image's CUDA libraries go unused and mismatched libraries load side by side"
-                    )
+                    name = spec.name or spec.raw
+                    if compiles:
+                        why = (
+                            f"CUDA extensions built here compile with the image's nvcc {base_cuda} against {name} "
+                            f"built for CUDA {variant.cuda}; torch refuses a major mismatch, apex --cuda_ext any "
+                            "mismatch, and the others may fail to load"
+                        )
+                    else:
+                        why = _mismatch_effect(name, variant, info, base_cuda)
+                    how = re.sub(r" \(CUDA [\d.]+\)$", "", variant.how)
+                    fix = _match_fix(name, spec.extras, spec.version, base_cuda, variant.cuda)
                     yield self.finding(
                         ctx,
-                        f"{spec.name} brings CUDA {variant.cuda} ({variant.how}) but {stage.root.base.text} is "
-                        f"CUDA {info.cuda}: {why}; use the cu{base_cuda.replace('.', '')} variant or a CUDA "
-                        f"{variant.cuda} base",
+                        f"`{spec.raw}` brings CUDA {variant.cuda} ({how}) but {stage.root.base.text} is "
+                        f"CUDA {info.cuda}: {why}; {fix}",
                         line=spec.word.line,
                         column=spec.word.column,
-                        severity=severity,
+                        severity=Severity.ERROR if compiles else Severity.WARNING,
                     )
+
+
+def _mismatch_effect(name: str, variant: Variant, info: BaseInfo, base_cuda: str) -> str:
+    if name == "onnxruntime-gpu" or (name == "jax" and variant.how.endswith("_local]")):
+        return (
+            f"{name} loads the system CUDA libraries, and this image has CUDA {base_cuda} ones, so its CUDA "
+            "provider fails to load (it falls back to the CPU or errors out)"
+        )
+    if info.family == "nvidia-cuda" and info.flavour == "base":
+        return (
+            f"two CUDA majors in one image: {name} runs on its own CUDA {variant.cuda} wheels, while the image's "
+            f"NVIDIA_REQUIRE_CUDA still demands a driver for CUDA {base_cuda}"
+        )
+    return (
+        f"two CUDA majors in one image: {name} loads its own CUDA {variant.cuda} wheels, the image's CUDA "
+        f"{base_cuda} libraries go unused, and other libraries (TensorRT, onnxruntime, bitsandbytes) may pick "
+        "either"
+    )
+
+
+def _match_fix(
+    name: str, extras: tuple[str, ...], version: str | None, base_cuda: str, wheel_cuda: str
+) -> str:
+    major = base_cuda.split(".")[0]
+    if name == "torch":
+        tag = f"cu{base_cuda.replace('.', '')}"
+        info = series_info(version) if version else None
+        listed = info.get("variants") if info else None
+        variants = [str(v) for v in listed] if isinstance(listed, list) else []
+        if variants and tag not in variants:
+            return (
+                f"use a CUDA {wheel_cuda} base image (torch {torch_series(version or '')} has no {tag} build: "
+                f"{', '.join(variants)})"
+            )
+        return f"install torch's {tag} variant (--index-url https://download.pytorch.org/whl/{tag}) or use a CUDA {wheel_cuda} base image"
+    if name == "jax":
+        local = "_local" if any(e.endswith("_local") for e in extras) else ""
+        return (
+            f"use a CUDA {wheel_cuda} base image, or jax[cuda{major}{local}] where that jax release has one"
+        )
+    if name == "onnxruntime-gpu":
+        return (
+            f"install an onnxruntime-gpu build for CUDA {major} (CUDA 11.8 builds come from ORT's separate "
+            f"feed) or use a CUDA {wheel_cuda} base image"
+        )
+    return f"install the CUDA {major} build of {name} or use a CUDA {wheel_cuda} base image"
 
 
 @register
@@ -250,9 +462,10 @@ class FrameworkReinstalledOverBase(Rule):
     what = """
         Finds `pip install torch...` (or conda `pytorch`) in a stage built on
         `pytorch/pytorch:*` or `nvcr.io/nvidia/pytorch:*` that replaces the image's
-        torch: another version, `--upgrade`/`--force-reinstall`, or any pinned
-        torch on an NGC image (whose torch is NVIDIA's own build). Installing
-        other packages is fine.
+        torch: another version, a range the image's torch does not satisfy,
+        `--upgrade`/`--force-reinstall`, or any pinned torch on an NGC image
+        (whose torch is NVIDIA's own pre-release build). Installing other
+        packages, and torch requirements the image already satisfies, is fine.
     """
     why = """
         The image's torch (and its CUDA stack) stays in its layer while a second
@@ -275,34 +488,61 @@ class FrameworkReinstalledOverBase(Rule):
             if info is None or info.family not in ("pytorch", "ngc") or info.framework != "pytorch":
                 continue
             base = stage.root.base.text
+            base_torch = info.framework_version if info.family == "pytorch" else None
             for _, _, install in ctx.stage_installs(stage):
-                upgrade = install.has("-U", "--upgrade", "--force-reinstall", "--upgrade-strategy")
-                for spec in install.packages:
-                    if spec.name not in ("torch", "pytorch"):
+                if install.manager == "pip":
+                    candidates = [s for s in install.packages if s.name == "torch"]
+                elif install.manager == "conda":
+                    candidates = [s for s in install.packages if s.name == "pytorch"]
+                else:
+                    continue
+                for spec in candidates:
+                    reason = _replaces(install, spec, info.family, base_torch)
+                    if reason is None:
                         continue
-                    if install.manager == "pip" and spec.name == "torch":
-                        if info.family == "pytorch" and info.framework_version:
-                            same = (
-                                spec.version is not None
-                                and spec.version.split("+")[0] == info.framework_version
-                            )
-                            if (same or not spec.version) and not upgrade:
-                                continue
-                        elif info.family == "ngc" and not spec.version and not upgrade:
-                            continue
-                    elif install.manager != "conda":
-                        continue
+                    has = f" {base_torch}" if base_torch else ""
+                    ngc = ", and NVIDIA's tuned NGC build is gone" if info.family == "ngc" else ""
                     yield self.finding(
                         ctx,
-                        f"{base} already ships torch"
-                        + (
-                            f" {info.framework_version}"
-                            if info.framework_version and info.family == "pytorch"
-                            else ""
-                        )
-                        + f"; `{spec.raw}` installs a second torch over it (gigabytes more, often another CUDA"
-                        + (", and NVIDIA's tuned build replaced" if info.family == "ngc" else "")
-                        + "): use a base image with the torch you need",
+                        f"{base} already ships torch{has}; `{spec.raw}` {reason}: a second torch lands on top of "
+                        f"the image's (gigabytes more to pull, often built for another CUDA{ngc}); use a base "
+                        "image that has the torch you need and install only what it lacks",
                         line=spec.word.line,
                         column=spec.word.column,
                     )
+
+
+def _replaces(install: Install, spec: PackageSpec, family: str, base_torch: str | None) -> str | None:
+    """Why this torch install replaces the image's torch; None when pip/conda would keep it."""
+    if install.manager == "conda":
+        return "installs conda's pytorch next to it"
+    if install.has("--force-reinstall"):
+        return "forces a reinstall"
+    upgrade = install.has("-U", "--upgrade")
+    if family == "ngc":
+        # NGC's torch is a pre-release build (2.5.0a0+<sha>): no release pin matches it.
+        if spec.version or spec.url or spec.kind in ("vcs", "path"):
+            return "pins a release that is not NGC's own build, so pip replaces it"
+        if spec.specifier:
+            return None  # a range NGC's build may well satisfy
+        return "upgrades it to PyPI's latest release" if upgrade else None
+    if base_torch is None:
+        return None  # the image's torch version is unknown (unrecognised tag)
+    if spec.kind != "requirement":
+        return "installs a torch wheel from a URL or path over it"
+    if spec.version is not None:
+        pinned = spec.version
+        if pinned.split("+")[0] == base_torch:
+            return None  # same release: already satisfied (a +cuXYZ label pip may still swap; not judged)
+        return f"pins {pinned}, so pip replaces the image's {base_torch}"
+    if spec.specifier:
+        try:
+            from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+            if base_torch in SpecifierSet(spec.specifier) and not upgrade:
+                return None
+        except (InvalidSpecifier, ValueError):
+            return None
+        if base_torch not in SpecifierSet(spec.specifier):
+            return f"asks for {spec.specifier}, which {base_torch} does not satisfy, so pip replaces it"
+    return "upgrades it to PyPI's latest release" if upgrade else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -9,13 +10,20 @@ from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction
 from gpulint.finding import Finding, Severity
 from gpulint.requirecuda import (
+    Evaluation,
     Host,
+    admitted_branches,
+    admitted_brands,
     compare,
     cuda_for_driver,
+    driver_branch,
     evaluate,
     image_require_cuda,
-    mvc_floor,
+    major_minor,
+    mvc_range,
+    parse_bool,
     toolkit_driver,
+    toolkit_error,
 )
 from gpulint.rule import Rule, register
 
@@ -27,6 +35,7 @@ _FORWARD = (
     "forward compatibility (the image's cuda-compat libraries), which works on data-center GPUs only "
     "(elsewhere: CUDA error 804, forward compatibility was attempted on non supported HW)"
 )
+_CONSUMER_BRANDS = ("geforce", "titan")
 
 
 @dataclass
@@ -37,6 +46,10 @@ class ImageCuda:
     source: str  # what told us: "nvidia/cuda:12.4.1-runtime-ubuntu22.04", "ENV CUDA_VERSION"
     env: dict[str, str | None]
     instruction: Instruction
+    # The image sets an NVIDIA_REQUIRE_CUDA that gpulint does not know (an nvidia/cuda tag
+    # missing from the require_cuda table): it may admit older branches through brand terms.
+    require_unknown: bool = False
+    has_compat: bool = False  # nvidia/cuda images install cuda-compat (forward compatibility)
 
 
 def image_cuda(ctx: LintContext) -> ImageCuda | None:
@@ -49,35 +62,52 @@ def image_cuda(ctx: LintContext) -> ImageCuda | None:
     cuda: str | None = None
     source = ""
     instruction = root.from_instruction
+    require_unknown = False
+    has_compat = False
     if info is not None and info.cuda and not info.floating:
         cuda = info.cuda
         source = root.base.text
+        # nvidia/cuda images (and pytorch/pytorch devel, built FROM them) set CUDA_VERSION and
+        # NVIDIA_REQUIRE_CUDA; pytorch/pytorch runtime images set neither (no driver check).
         if info.family == "nvidia-cuda" or (info.family == "pytorch" and info.is_devel):
+            has_compat = True
             env["CUDA_VERSION"] = cuda
             require = image_require_cuda(cuda)
             if require:
                 env["NVIDIA_REQUIRE_CUDA"] = require
+            else:
+                env["NVIDIA_REQUIRE_CUDA"] = f"cuda>={major_minor(cuda)}"
+                require_unknown = True
     for stage in reversed(chain):
         for instr in stage.instructions:
             if instr.keyword != "ENV":
                 continue
-            for key, value in instr.key_values():
-                expanded = instr.expand(value)
-                if key in ("CUDA_VERSION", "NVIDIA_DISABLE_REQUIRE") or key.startswith("NVIDIA_REQUIRE_"):
-                    env[key] = expanded.text if expanded.resolved else None
-                    if key == "CUDA_VERSION" and expanded.resolved and expanded.text:
-                        cuda, source, instruction = expanded.text, "ENV CUDA_VERSION", instr
-                    if key == "NVIDIA_REQUIRE_CUDA":
-                        instruction = instr
-                        if cuda is None and expanded.resolved:
-                            import re
-
-                            match = re.search(r"cuda>=(\d+\.\d+)", expanded.text)
-                            if match:
-                                cuda, source = match.group(1), "ENV NVIDIA_REQUIRE_CUDA"
-    if cuda is None:
+            for key, expanded in instr.expanded_key_values():
+                if key not in ("CUDA_VERSION", "NVIDIA_DISABLE_REQUIRE") and not key.startswith(
+                    "NVIDIA_REQUIRE_"
+                ):
+                    continue
+                value = expanded.text if expanded.resolved else None
+                env[key] = value
+                if key == "CUDA_VERSION" and value:
+                    cuda, source, instruction = value, "ENV CUDA_VERSION", instr
+                if key == "NVIDIA_REQUIRE_CUDA":
+                    instruction = instr
+                    require_unknown = False
+                    match = re.search(r"cuda>=(\d+\.\d+)", value or "")
+                    if cuda is None and match:
+                        cuda, source = match.group(1), "ENV NVIDIA_REQUIRE_CUDA"
+    if cuda is None or not re.match(r"^\d+\.\d+", cuda):
         return None
-    return ImageCuda(cuda, source, env, instruction)
+    return ImageCuda(cuda, source, env, instruction, require_unknown, has_compat)
+
+
+def _brand_list(brands: list[str]) -> str:
+    shown = ", ".join(brands[:4]) + (f" and {len(brands) - 4} more" if len(brands) > 4 else "")
+    missing = [b for b in _CONSUMER_BRANDS if b not in brands]
+    if missing:
+        shown += f"; not {' or '.join(missing)}"
+    return shown
 
 
 @register
@@ -92,16 +122,19 @@ class DriverFloor(Rule):
         the driver it needs: the toolkit's minimum, and the minor-version-
         compatibility floor with its limits. Given the oldest driver in your fleet
         (`--min-driver 535.104.05`, or `min-driver` in the config), it evaluates
-        the image's `NVIDIA_REQUIRE_CUDA` exactly like the NVIDIA Container Toolkit
-        (space = OR, comma = AND; cuda, driver, arch and brand properties;
-        `NVIDIA_DISABLE_REQUIRE`) and warns when that driver cannot run the image.
+        the image's `NVIDIA_REQUIRE_*` exactly like the NVIDIA Container Toolkit
+        (space = OR, comma = AND; cuda, driver, arch and brand properties, others
+        skipped; `NVIDIA_DISABLE_REQUIRE`; legacy `CUDA_VERSION`-only images) and
+        warns when that driver cannot run the image, or runs it only through
+        minor-version or forward compatibility. Images with no CUDA are skipped.
     """
     why = """
         An image built for a newer CUDA than the host driver refuses to start:
         "nvidia-container-cli: requirement error: unsatisfied condition:
-        cuda>=12.8, please update your driver". On rented or autoscaled GPUs you
-        learn it after paying for the pull. Minor-version compatibility lets
-        some such images run, but without PTX JIT: Triton and torch.compile break.
+        cuda>=12.8, please update your driver to a newer version, or use an
+        earlier cuda container". On rented or autoscaled GPUs you learn it after
+        paying for the pull. Minor-version compatibility lets some such images
+        run, but without PTX JIT: Triton and torch.compile break.
     """
     example = """
         # fleet runs driver 535 (CUDA 12.2)
@@ -117,89 +150,114 @@ class DriverFloor(Rule):
         image = image_cuda(ctx)
         if image is None:
             return
-        cuda = image.cuda
-        needed = toolkit_driver(cuda)
-        floor = mvc_floor(cuda)
-        floor_driver = ctx.config.min_driver
-        label = f"CUDA {cuda} ({image.source})"
-        if floor_driver is None:
-            parts = [
-                f"{label} needs NVIDIA driver >= {needed}" if needed else f"{label}: driver minimum unknown"
-            ]
-            if floor and needed and compare(floor, needed) < 0:
-                parts.append(
-                    f"drivers from {floor} run it only through minor-version compatibility ({_PTX_LIMIT})"
-                )
-            if image.env.get("NVIDIA_REQUIRE_CUDA"):
-                parts.append(
-                    "its NVIDIA_REQUIRE_CUDA makes the NVIDIA Container Toolkit refuse older drivers"
-                )
-            parts.append("pass --min-driver (or set min-driver) to check your fleet")
-            yield self.finding(ctx, "; ".join(parts), instruction=image.instruction)
+        if ctx.config.min_driver is None:
+            yield self.finding(ctx, _needs(image), instruction=image.instruction)
             return
-        severity = (
-            Severity.ERROR
-            if getattr(ctx.config, "min_driver_source", "cli") == "config"
-            else Severity.WARNING
-        )
-        host = Host(driver=floor_driver)
-        host_cuda = cuda_for_driver(floor_driver) or "unknown"
-        fleet = f"driver {floor_driver} (CUDA {host_cuda})"
-        has_check = any(
-            k.startswith("NVIDIA_REQUIRE_") or k == "CUDA_VERSION" for k, v in image.env.items() if v
-        )
-        result = evaluate(image.env, host) if has_check else None
-        meets_toolkit = needed is not None and compare(floor_driver, needed) >= 0
-        in_mvc = floor is not None and compare(floor_driver, floor) >= 0
-        if result is not None and not result.disabled:
-            if result.satisfied is False:
-                yield self.finding(
-                    ctx,
-                    f"{label} does not start on {fleet}: the NVIDIA Container Toolkit refuses it with "
-                    f'"{result.error_message()}"; build for CUDA {host_cuda} or raise the driver floor to {needed}',
-                    instruction=image.instruction,
-                    severity=severity,
-                )
-                return
-            if result.satisfied is None:
-                brands = sorted({t.split(",")[0].split("=")[1] for t in result.unknown_brand_terms})
-                how = (
-                    f"it runs through minor-version compatibility: {_PTX_LIMIT}"
-                    if in_mvc
-                    else f"it needs {_FORWARD}"
-                )
-                yield self.finding(
-                    ctx,
-                    f"{label} starts on {fleet} only for the GPU brands its NVIDIA_REQUIRE_CUDA lists for that "
-                    f'branch ({", ".join(brands)}), else the toolkit refuses it ("{_refusal(cuda)}"); where it '
-                    f"starts, {how}",
-                    instruction=image.instruction,
-                    severity=severity,
-                )
-                return
-        if meets_toolkit:
+        message = _against_floor(image, ctx.config.min_driver)
+        if message is None:
             return
-        if needed is None:
-            return
-        if in_mvc:
-            yield self.finding(
-                ctx,
-                f"{label} needs driver >= {needed}; on {fleet} it runs only through minor-version compatibility: "
-                f"{_PTX_LIMIT}",
-                instruction=image.instruction,
-                severity=severity,
-            )
-        else:
-            yield self.finding(
-                ctx,
-                f"{label} needs driver >= {needed}"
-                + (f" ({floor} with minor-version compatibility)" if floor else "")
-                + f"; on {fleet} CUDA initialisation fails (cudaErrorInsufficientDriver)",
-                instruction=image.instruction,
-                severity=severity,
-            )
+        severity = Severity.ERROR if ctx.config.min_driver_source == "config" else Severity.WARNING
+        yield self.finding(ctx, message, instruction=image.instruction, severity=severity)
 
 
-def _refusal(cuda: str) -> str:
-    major_minor = ".".join(cuda.split(".")[:2])
-    return f"unsatisfied condition: cuda>={major_minor}"
+def _label(image: ImageCuda) -> str:
+    return f"CUDA {image.cuda} ({image.source})"
+
+
+def _needs(image: ImageCuda) -> str:
+    """The info message: what driver the image needs, and how older drivers fare."""
+    x_y = major_minor(image.cuda)
+    needed = toolkit_driver(x_y)
+    point = toolkit_driver(image.cuda)
+    if needed is None:
+        return f"{_label(image)}: gpulint's driver table does not know this CUDA release; pass --min-driver to check"
+    text = f"{_label(image)} needs an NVIDIA driver for CUDA {x_y}: >= {needed}"
+    if point and point != needed:
+        text += f" ({point} ships with the {image.cuda} toolkit)"
+    mvc = mvc_range(image.cuda)
+    require = image.env.get("NVIDIA_REQUIRE_CUDA")
+    disabled = parse_bool(image.env.get("NVIDIA_DISABLE_REQUIRE")) is True
+    if mvc and compare(mvc[0], needed) < 0 and driver_branch(mvc[0]) != driver_branch(needed):
+        text += f"; drivers from {mvc[0]} run it only through minor-version compatibility ({_PTX_LIMIT})"
+        if disabled:
+            text += ", and NVIDIA_DISABLE_REQUIRE lets them start it"
+        elif image.require_unknown:
+            text += (
+                ", where the NVIDIA Container Toolkit starts it only if the image's NVIDIA_REQUIRE_CUDA admits "
+                "their branch (gpulint's table does not list this release's)"
+            )
+        elif require:
+            branches = admitted_branches(require)
+            if branches:
+                text += (
+                    ", and the NVIDIA Container Toolkit starts it on an older driver only for the branches its "
+                    f"NVIDIA_REQUIRE_CUDA admits ({', '.join(branches)})"
+                )
+            else:
+                text += f", but its NVIDIA_REQUIRE_CUDA makes the NVIDIA Container Toolkit refuse them (cuda>={x_y})"
+        elif image.env.get("CUDA_VERSION"):
+            text += f", but its CUDA_VERSION makes the NVIDIA Container Toolkit refuse them (cuda>={x_y})"
+    return text + "; pass --min-driver (or set min-driver) to check your fleet"
+
+
+def _against_floor(image: ImageCuda, floor: str) -> str | None:
+    """The warning for a fleet whose oldest driver is ``floor``; None when it runs the image."""
+    x_y = major_minor(image.cuda)
+    needed = toolkit_driver(x_y)
+    host_cuda = cuda_for_driver(floor)
+    fleet = f"driver {floor} (CUDA {host_cuda or 'unknown'})"
+    label = _label(image)
+    has_requirements = any(
+        (k.startswith("NVIDIA_REQUIRE_") or k == "CUDA_VERSION") and v for k, v in image.env.items()
+    )
+    result: Evaluation | None = evaluate(image.env, Host(driver=floor)) if has_requirements else None
+    driver_ok = (host_cuda is not None and compare(host_cuda, x_y) >= 0) or (
+        needed is not None and compare(floor, needed) >= 0
+    )
+    mvc = mvc_range(image.cuda)
+    in_mvc = mvc is not None and compare(floor, mvc[0]) >= 0
+    rebuild = (
+        f"build for CUDA {host_cuda} or raise the driver floor to {needed}"
+        if host_cuda and needed
+        else ("build for an older CUDA or raise the driver floor")
+    )
+    if driver_ok and (result is None or result.satisfied is not False):
+        return None
+    if result is not None and not result.disabled and result.satisfied is False:
+        require = image.env.get("NVIDIA_REQUIRE_CUDA") or ""
+        if image.require_unknown:
+            return (
+                f"{label} likely does not start on {fleet}: the NVIDIA Container Toolkit refuses it "
+                f'("{result.error_message()}") unless the image\'s NVIDIA_REQUIRE_CUDA has a brand term for '
+                f"branch {driver_branch(floor)} (gpulint's table does not list this release's); {rebuild}"
+            )
+        branches = admitted_branches(require)
+        admitted = (
+            f"; its NVIDIA_REQUIRE_CUDA admits older drivers only on branches {', '.join(branches)}"
+            if branches
+            else ""
+        )
+        return (
+            f"{label} does not start on {fleet}: the NVIDIA Container Toolkit refuses it with "
+            f'"{result.error_message()}"{admitted}; {rebuild}'
+        )
+    if in_mvc:
+        how = f"it runs only through minor-version compatibility: {_PTX_LIMIT}"
+    elif image.has_compat:
+        how = f"it needs {_FORWARD}"
+    else:
+        how = "CUDA initialisation fails (cudaErrorInsufficientDriver)"
+    if result is not None and not result.disabled and result.satisfied is None:
+        brands = admitted_brands(image.env.get("NVIDIA_REQUIRE_CUDA") or "", floor)
+        return (
+            f"{label} needs a driver for CUDA {x_y} (>= {needed}); on {fleet} the NVIDIA Container Toolkit starts "
+            f"it only on GPU brands its NVIDIA_REQUIRE_CUDA admits for branch {driver_branch(floor)} "
+            f'({_brand_list(brands)}), else refuses it ("{toolkit_error(f"cuda>={x_y}")}"); where it starts, '
+            f"{how}; {rebuild}"
+        )
+    disabled = (
+        " (NVIDIA_DISABLE_REQUIRE turns off the toolkit's check that would refuse it)"
+        if (result is not None and result.disabled)
+        else ""
+    )
+    return f"{label} needs a driver for CUDA {x_y} (>= {needed}); on {fleet}, {how}{disabled}; {rebuild}"

@@ -7,14 +7,15 @@ from collections.abc import Iterator
 
 from gpulint import data
 from gpulint.context import LintContext
-from gpulint.cudabuild import ARCH_VARIABLES, compile_signals
+from gpulint.cudabuild import ARCH_VARIABLES, run_exports
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.frameworks import torch_variant
+from gpulint.requirecuda import parse_bool
 from gpulint.rule import Rule, register
+from gpulint.rules.cuda_stack import by_line, certain_compile_signals
 from gpulint.shell import Command
 
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _DEVICE_IDS_RE = re.compile(
     r"^\s*(\d+|GPU-[0-9a-fA-F-]+|MIG-[\w/-]+)(\s*,\s*(\d+|GPU-[0-9a-fA-F-]+|MIG-[\w/-]+))*\s*$"
 )
@@ -24,22 +25,54 @@ _GPU_PROBE_RE = re.compile(
     r"|tf\.config\.(experimental\.)?list_physical_devices\(\s*['\"]GPU['\"]\s*\)|tf\.test\.is_gpu_available\("
     r"|cupy\.cuda\.runtime\.getDeviceCount\(|numba\.cuda\.detect\("
 )
+# Signs that an image renders or encodes on the GPU (graphics/video/display capabilities).
+# libgl1/mesa are left out: opencv-python needs libGL.so.1 to import, with no GPU graphics.
 _GRAPHICS_HINTS = re.compile(
-    r"ffmpeg|nvenc|nvdec|vulkan|libgl|libegl|mesa|xvfb|opengl|glvnd|pyrender|mujoco|moderngl|isaac|omniverse"
-    r"|sapien|libnvidia-(gl|encode|decode)|pycuda.gl|video|vaapi|gstreamer|x11|blender",
+    r"ffmpeg|nvenc|nvdec|vulkan|libegl|\begl\b|xvfb|opengl|glvnd|pyrender|mujoco|moderngl|isaac|omniverse"
+    r"|sapien|libnvidia-(gl|encode|decode)|pycuda.gl|video|vaapi|gstreamer|x11|blender|nvidia_icd|vdpau",
     re.I,
 )
 _PLAIN_CUDA_APT_RE = re.compile(
-    r"^(cuda-[a-z]|libcudnn|libnccl|libcublas|libcufft|libcurand|libcusparse|tensorrt|libnvinfer)"
+    r"^(cuda-(?!keyring|repo)[a-z]|libcudnn|libnccl|libcublas|libcufft|libcurand|libcusparse|tensorrt|libnvinfer)"
 )
+_PIP_CUDA_RE = re.compile(
+    r"^(nvidia-[a-z-]+-cu\d+|cupy-cuda\d+x?|onnxruntime-gpu|paddlepaddle-gpu|tensorrt(-cu\d+)?(-libs)?|vllm)$"
+)
+_CONDA_CUDA = frozenset(
+    {"pytorch-cuda", "cudatoolkit", "cuda-toolkit", "cuda-runtime", "cuda-libraries", "cudnn", "pytorch-gpu"}
+)
+_CONTAINER_ENGINES = frozenset(
+    {
+        "docker-ce",
+        "docker.io",
+        "docker-engine",
+        "moby-engine",
+        "containerd.io",
+        "containerd",
+        "podman",
+        "cri-o",
+    }
+)
+_ENGINE_BASES = re.compile(r"^(docker\.io/library/docker:.*dind.*|docker\.io/kindest/node:.*)$")
+_PYTHON_RE = re.compile(r"^(python|pypy)[\d.]*$|^ipython\d?$")
+_RUNNERS = frozenset({"conda", "mamba", "micromamba", "uv", "poetry", "pipenv", "pdm", "hatch", "rye"})
+_ARCH_FLAG_RE = re.compile(
+    r"CUDA_ARCHITECTURES=|CUDA_ARCH_LIST=|CUDA_DOCKER_ARCH=|GGML_NATIVE=(OFF|0|FALSE|NO)\b"
+    r"|^-arch(=|$)|^--gpu-architecture|^-gencode|^--generate-code|arch=compute_|arch=sm_|-arch=sm_",
+    re.I,
+)
+_NATIVE_ARCH_RE = re.compile(r"CUDA_ARCHITECTURES=[\"']?native|-arch=native|--gpu-architecture=native", re.I)
 
 
-def _env_settings(ctx: LintContext) -> Iterator[tuple[Instruction, str, str]]:
-    for stage in ctx.stages:
+def _shipped_env(ctx: LintContext) -> dict[str, tuple[Instruction, str]]:
+    """The ENV settings in effect in the shipped image: key -> (the instruction that set it, value)."""
+    out: dict[str, tuple[Instruction, str]] = {}
+    for stage in reversed(ctx.shipped_stages()):
         for instr in stage.instructions:
             if instr.keyword == "ENV":
-                for key, value in instr.key_values():
-                    yield instr, key, instr.expand(value).text
+                for key, value in instr.expanded_key_values():
+                    out[key] = (instr, value.text)
+    return out
 
 
 @register
@@ -52,6 +85,9 @@ class ContainerRuntimeInImage(Rule):
     what = """
         Finds installs of `nvidia-container-toolkit`, `nvidia-docker2`,
         `nvidia-container-runtime` or `libnvidia-container*` inside an image.
+        Images that run containers themselves (docker-in-docker, kind nodes:
+        they install docker-ce/containerd or start FROM docker:*-dind) are
+        not reported.
     """
     why = """
         These run on the host: they are what makes `docker run --gpus` inject the
@@ -70,6 +106,9 @@ class ContainerRuntimeInImage(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         runtime = set(data.load("packages")["container_runtime"])
         for stage in ctx.stages:
+            chain = stage.chain()
+            if _runs_container_engine(ctx, chain):
+                continue  # docker-in-docker / kind node images: nested containers need the toolkit
             for _, cmd, install in ctx.stage_installs(stage):
                 if install.manager not in ("apt", "yum"):
                     continue
@@ -77,8 +116,10 @@ class ContainerRuntimeInImage(Rule):
                     if spec.name in runtime or (spec.name or "").startswith("libnvidia-container"):
                         yield self.finding(
                             ctx,
-                            f"{cmd.name} installs {spec.name}, a host component of the NVIDIA Container Toolkit: "
-                            "it does nothing inside a container; install it on the host and run with --gpus",
+                            f"{cmd.name} installs {spec.name}, a host component of the NVIDIA Container Toolkit "
+                            "(it injects the GPU into containers when `docker run --gpus` starts them): inside an "
+                            "image it does nothing; drop it, install it on the host (or the GPU Operator on "
+                            "Kubernetes) and run with --gpus",
                             line=spec.word.line,
                             column=spec.word.column,
                         )
@@ -92,9 +133,10 @@ class RequireCheckDisabled(Rule):
     fix_safety = FixSafety.SAFE
     summary = "NVIDIA_DISABLE_REQUIRE turns off the driver check"
     what = """
-        Finds `ENV NVIDIA_DISABLE_REQUIRE` set to a true value (1, t, true...,
-        as Go's ParseBool reads them), which makes the NVIDIA Container Toolkit
-        skip every `NVIDIA_REQUIRE_*` check.
+        Finds `ENV NVIDIA_DISABLE_REQUIRE` set, in the shipped image, to a value
+        Go's ParseBool reads as true (`1 t T TRUE true True`; not `yes` or
+        `on`), which makes the NVIDIA Container Toolkit skip every
+        `NVIDIA_REQUIRE_*` check.
     """
     why = """
         The check exists to fail fast with a clear message ("unsatisfied
@@ -111,14 +153,18 @@ class RequireCheckDisabled(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for instr, key, value in _env_settings(ctx):
-            if key == "NVIDIA_DISABLE_REQUIRE" and value.strip() in _TRUE:
-                yield self.finding(
-                    ctx,
-                    f"NVIDIA_DISABLE_REQUIRE={value} turns off the NVIDIA Container Toolkit's driver check: on a "
-                    "too-old driver the container starts and fails at the first CUDA call instead of refusing to start",
-                    instruction=instr,
-                )
+        setting = _shipped_env(ctx).get("NVIDIA_DISABLE_REQUIRE")
+        if setting is None or parse_bool(setting[1]) is not True:
+            return
+        instr, value = setting
+        yield self.finding(
+            ctx,
+            f"NVIDIA_DISABLE_REQUIRE={value} turns off the NVIDIA Container Toolkit's driver check "
+            "(every NVIDIA_REQUIRE_* is skipped): on a too-old driver the container starts and fails at the "
+            "first CUDA call, or runs through minor-version compatibility without PTX JIT, instead of refusing "
+            "to start with a clear message; remove it",
+            instruction=instr,
+        )
 
 
 @register
@@ -129,8 +175,9 @@ class HardcodedVisibleDevices(Rule):
     fix_safety = FixSafety.SAFE
     summary = "The image pins GPU ids with NVIDIA_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES"
     what = """
-        Finds `ENV NVIDIA_VISIBLE_DEVICES` or `ENV CUDA_VISIBLE_DEVICES` set to
-        specific GPU indexes, UUIDs or MIG ids. `all`, `none` and `void` are fine.
+        Finds `ENV NVIDIA_VISIBLE_DEVICES` or `ENV CUDA_VISIBLE_DEVICES` left set,
+        in the shipped image, to specific GPU indexes, UUIDs or MIG ids. `all`,
+        `none` and `void` are fine, and so are settings in builder stages.
     """
     why = """
         Which GPUs a container gets is decided when it runs (`docker run --gpus`,
@@ -146,35 +193,80 @@ class HardcodedVisibleDevices(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for instr, key, value in _env_settings(ctx):
-            if key in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") and _DEVICE_IDS_RE.match(value):
-                yield self.finding(
-                    ctx,
-                    f"{key}={value} bakes GPU ids into the image; GPU selection belongs to `docker run --gpus` or the "
-                    "orchestrator, which this overrides",
-                    instruction=instr,
-                )
+        env = _shipped_env(ctx)
+        for key in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+            setting = env.get(key)
+            if setting is None or not _DEVICE_IDS_RE.match(setting[1]):
+                continue
+            instr, value = setting
+            effect = (
+                "a container started with the nvidia runtime and no GPU request of its own gets exactly these GPUs, "
+                "whoever else holds them"
+                if key == "NVIDIA_VISIBLE_DEVICES"
+                else "CUDA then sees only these indexes of the GPUs the container got: another job's GPU, or none"
+            )
+            yield self.finding(
+                ctx,
+                f"{key}={value} bakes GPU ids into the image: {effect}; leave GPU selection to "
+                "`docker run --gpus` or the orchestrator and remove it",
+                instruction=instr,
+            )
+
+
+def _runs_container_engine(ctx: LintContext, chain: list[Stage]) -> bool:
+    """The stage is a docker-in-docker or Kubernetes-node image: it runs containers itself."""
+    root = chain[-1].root
+    if root.image is not None and _ENGINE_BASES.match(f"{root.image.full_name}:{root.image.tag or ''}"):
+        return True
+    for stage in chain:
+        for _, _, install in ctx.stage_installs(stage):
+            if any(spec.name in _CONTAINER_ENGINES for spec in install.packages):
+                return True
+    return False
 
 
 def _installs_cuda_stack(ctx: LintContext, stages: list[Stage]) -> str | None:
     """What in these stages brings CUDA user-space libraries, if anything."""
     for stage in stages:
-        for _, _, install in ctx.stage_installs(stage):
+        for instr, _, install in ctx.stage_installs(stage):
             for spec in install.packages:
-                if install.manager in ("apt", "yum") and spec.name and _PLAIN_CUDA_APT_RE.match(spec.name):
-                    return f"{spec.name} ({spec.word.line})"
-                if install.manager == "pip" and spec.name == "torch":
-                    variant = torch_variant(spec, install)
+                name = spec.name or ""
+                where = f"(line {spec.word.line})"
+                if install.manager in ("apt", "yum") and _PLAIN_CUDA_APT_RE.match(name):
+                    return f"{name} {where}"
+                if install.manager == "conda" and name in _CONDA_CUDA:
+                    return f"conda's {name} {where}"
+                if install.manager != "pip":
+                    continue
+                if name == "torch":
+                    variant = torch_variant(spec, install, instr.scope)
                     if variant is not None and variant.kind == "cuda":
-                        return f"CUDA torch ({variant.how})"
-                if (
-                    install.manager == "pip"
-                    and spec.name == "jax"
-                    and any(e.startswith("cuda") for e in spec.extras)
-                ):
-                    return f"jax[{','.join(spec.extras)}]"
-                if install.manager == "pip" and spec.name == "tensorflow" and "and-cuda" in spec.extras:
-                    return "tensorflow[and-cuda]"
+                        return f"torch's CUDA build {where}"
+                if name == "jax" and any(e.startswith("cuda") for e in spec.extras):
+                    return f"jax[{','.join(spec.extras)}] {where}"
+                if name == "tensorflow" and "and-cuda" in spec.extras:
+                    return f"tensorflow[and-cuda] {where}"
+                if _PIP_CUDA_RE.match(name):
+                    return f"{name} {where}"
+    return None
+
+
+_ENV_DIRS_RE = re.compile(r"site-packages|dist-packages|venv|/opt/conda|/usr/local/?$|/usr/local/lib|\.local")
+
+
+def _copied_cuda_stack(ctx: LintContext, chain: list[Stage]) -> str | None:
+    """A Python environment COPY --from a stage that installs a CUDA stack (the multi-stage venv pattern)."""
+    for stage in chain:
+        for instr, source in stage.copies_from:
+            origin = ctx.dockerfile.stage_named(source)
+            if origin is None or any(origin is s for s in chain):
+                continue
+            paths = [w for w in instr.args.split() if not w.startswith("--")]
+            if not any(_ENV_DIRS_RE.search(p) for p in paths):
+                continue
+            what = _installs_cuda_stack(ctx, origin.chain())
+            if what is not None:
+                return f"a Python environment (line {instr.line}) from stage '{origin.label}', which installs {what}"
     return None
 
 
@@ -188,9 +280,11 @@ class MissingNvidiaEnv(Rule):
     what = """
         Finds a shipped stage built on a plain OS or language image (ubuntu,
         debian, python, rockylinux, ...) that installs a CUDA stack (CUDA apt
-        packages, CUDA torch wheels, `jax[cuda12]`) but sets neither
-        `NVIDIA_VISIBLE_DEVICES` nor `NVIDIA_DRIVER_CAPABILITIES`. NVIDIA and
-        PyTorch images set both; unknown vendor images may, and are not reported.
+        packages, CUDA torch wheels, `jax[cuda12]`, cupy/onnxruntime-gpu,
+        conda's CUDA packages, or a virtualenv copied from a stage that installs
+        them) but sets neither `NVIDIA_VISIBLE_DEVICES` nor
+        `NVIDIA_DRIVER_CAPABILITIES`. NVIDIA and PyTorch images set both;
+        unknown vendor images may, and are not reported.
     """
     why = """
         With the legacy `nvidia` runtime (Docker's `runtime: nvidia`, many
@@ -221,13 +315,19 @@ class MissingNvidiaEnv(Rule):
         if "NVIDIA_VISIBLE_DEVICES" in env or "NVIDIA_DRIVER_CAPABILITIES" in env:
             return
         what = _installs_cuda_stack(ctx, chain)
+        if what is not None:
+            what = f"installs {what}"
+        else:
+            copied = _copied_cuda_stack(ctx, chain)
+            what = f"copies in {copied}" if copied else None
         if what is None:
             return
         yield self.finding(
             ctx,
-            f"the image is built on {chain[-1].base.text} and installs {what} but sets neither "
-            "NVIDIA_VISIBLE_DEVICES nor NVIDIA_DRIVER_CAPABILITIES: with the legacy nvidia runtime no GPU is injected; "
-            "add ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+            f"the image is built on {chain[-1].base.text}, a plain image, and {what}, but sets neither "
+            "NVIDIA_VISIBLE_DEVICES nor NVIDIA_DRIVER_CAPABILITIES: with the legacy nvidia runtime (Compose "
+            "`runtime: nvidia`, Kubernetes nodes with the envvar device list) no GPU is injected and CUDA finds "
+            "no device; add ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility",
             instruction=chain[-1].from_instruction,
         )
 
@@ -241,9 +341,9 @@ class BroadDriverCapabilities(Rule):
     summary = "NVIDIA_DRIVER_CAPABILITIES asks for more than compute,utility"
     what = """
         Finds `NVIDIA_DRIVER_CAPABILITIES=all`, or capabilities beyond
-        `compute,utility` (graphics, video, display, compat32, ngx), in an image
-        that shows no graphics or video use (ffmpeg/NVENC, OpenGL/EGL/Vulkan,
-        Xvfb, MuJoCo, ...).
+        `compute,utility` (graphics, video, display, compat32, ngx), left set in
+        the shipped image when it shows no graphics or video use (ffmpeg/NVENC,
+        EGL/OpenGL/Vulkan, Xvfb, MuJoCo, ...; opencv's libgl1 does not count).
     """
     why = """
         Each capability mounts more host driver libraries into the container
@@ -258,32 +358,75 @@ class BroadDriverCapabilities(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        if _GRAPHICS_HINTS.search(ctx.dockerfile.text.replace("NVIDIA_DRIVER_CAPABILITIES", "")):
+        setting = _shipped_env(ctx).get("NVIDIA_DRIVER_CAPABILITIES")
+        if setting is None:
             return
-        for instr, key, value in _env_settings(ctx):
-            if key != "NVIDIA_DRIVER_CAPABILITIES":
-                continue
-            caps = {c.strip().lower() for c in value.split(",") if c.strip()}
-            extra = caps - {"compute", "utility"}
-            if not extra:
-                continue
-            shown = "every driver capability" if "all" in caps else ",".join(sorted(extra))
-            yield self.finding(
-                ctx,
-                f"NVIDIA_DRIVER_CAPABILITIES={value} asks for {shown}, but nothing here uses graphics or video: "
-                "compute,utility is what CUDA needs",
-                instruction=instr,
-            )
+        instr, value = setting
+        caps = {c.strip().lower() for c in value.split(",") if c.strip()}
+        extra = caps - {"compute", "utility"}
+        if not extra or _uses_graphics(ctx):
+            return
+        shown = (
+            "every driver capability (graphics, video, display, compat32, ngx too)"
+            if "all" in caps
+            else (",".join(sorted(extra)))
+        )
+        yield self.finding(
+            ctx,
+            f"NVIDIA_DRIVER_CAPABILITIES={value} asks for {shown}, but nothing in the image renders or encodes "
+            "on the GPU (no OpenGL/EGL/Vulkan, NVENC/ffmpeg, X): each capability mounts more host driver "
+            "libraries; set NVIDIA_DRIVER_CAPABILITIES=compute,utility, which is what CUDA needs",
+            instruction=instr,
+        )
+
+
+def _uses_graphics(ctx: LintContext) -> bool:
+    """Any sign of GPU graphics or video use, outside the capability settings themselves."""
+    texts: list[str] = []
+    for instr in ctx.dockerfile.instructions:
+        if instr.keyword == "ENV":
+            texts.extend(f"{k}={v}" for k, v in instr.key_values() if k != "NVIDIA_DRIVER_CAPABILITIES")
+        else:
+            texts.append(instr.raw)
+    return _GRAPHICS_HINTS.search("\n".join(texts)) is not None
+
+
+def _python_code(cmd: Command) -> list[str]:
+    """The Python source a command runs inline: ``python -c CODE``, ``python - <<EOF``, ``conda run python -c``."""
+    argv = cmd.arg_values
+    name = cmd.name
+    if name in _RUNNERS:
+        for i, value in enumerate(argv):
+            if _PYTHON_RE.match(value.rsplit("/", 1)[-1]):
+                argv = argv[i + 1 :]
+                name = "python"
+                break
+        else:
+            return []
+    if not _PYTHON_RE.match(name):
+        return []
+    code: list[str] = []
+    for i, value in enumerate(argv):
+        if value == "-c" and i + 1 < len(argv):
+            code.append(argv[i + 1])
+            break
+        if value.startswith("-c") and len(value) > 2:
+            code.append(value[2:])
+            break
+    if cmd.stdin and not any(v.endswith(".py") for v in argv):
+        code.append(cmd.stdin)
+    return code
 
 
 def _probes_gpu(cmd: Command) -> str | None:
+    """The GPU probe a command runs, if any (nvidia-smi, or a probe in inline Python)."""
     if cmd.name == "nvidia-smi":
         return "nvidia-smi"
-    texts = [*cmd.arg_values, cmd.stdin or ""]
-    for text in texts:
+    for text in _python_code(cmd):
         match = _GPU_PROBE_RE.search(text)
         if match:
-            return match.group(0).rstrip("(").strip()
+            probe = match.group(0).strip()
+            return probe[:-1].rstrip() + "()" if probe.endswith("(") else probe
     return None
 
 
@@ -297,9 +440,11 @@ class GpuQueryAtBuild(Rule):
     what = """
         Finds `RUN` steps that query the GPU: `nvidia-smi`,
         `torch.cuda.is_available()`, `torch.cuda.device_count()`,
-        `jax.devices('gpu')`, `tf.config.list_physical_devices('GPU')`.
-        `nvcc --version` and probes in `CMD`, `ENTRYPOINT` or `HEALTHCHECK` (run
-        time) are fine.
+        `jax.devices('gpu')`, `tf.config.list_physical_devices('GPU')` run by
+        Python (`python -c`, `python - <<EOF`, `conda run python`).
+        `nvcc --version`, probes in `CMD`, `ENTRYPOINT` or `HEALTHCHECK` (run
+        time), scripts merely written to a file, and BuildKit's
+        `RUN --device=nvidia.com/gpu=...` are fine.
     """
     why = """
         `docker build` runs without GPUs: the step fails ("nvidia-smi: not
@@ -319,36 +464,64 @@ class GpuQueryAtBuild(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.stages:
             for instr in stage.instructions:
+                if instr.keyword != "RUN" or instr.flag("device"):
+                    continue  # RUN --device=nvidia.com/gpu=... (BuildKit CDI) does see a GPU
                 for cmd in ctx.commands(instr):
                     probe = _probes_gpu(cmd)
                     if probe:
+                        effect = (
+                            "nvidia-smi fails (the NVIDIA runtime mounts it and the driver only when a container "
+                            "runs)"
+                            if probe == "nvidia-smi"
+                            else "it returns False/0 (or raises) and whatever the step does with that is baked in"
+                        )
                         yield self.finding(
                             ctx,
-                            f"RUN calls {probe} at build time, where no GPU is visible: the step fails or bakes a wrong "
-                            "answer; check the GPU at run time (CMD/ENTRYPOINT/HEALTHCHECK)",
+                            f"this RUN calls {probe} during `docker build`, which runs without a GPU: {effect}; "
+                            "check the GPU at run time (CMD/ENTRYPOINT/HEALTHCHECK) instead",
                             line=cmd.line,
                             column=cmd.argv[0].column,
                         )
 
 
-def _has_arch(ctx: LintContext, instr: Instruction, cmd: Command | None) -> bool:
-    if any(instr.scope.get(v) for v in ARCH_VARIABLES):
-        return True
-    if cmd is None:
-        return False
-    if any(v in cmd.assignments for v in ARCH_VARIABLES):
-        return True
-    for value in [
-        *cmd.arg_values,
-        cmd.assignments.get("CMAKE_ARGS", ""),
-        instr.scope.get("CMAKE_ARGS") or "",
-    ]:
-        if re.search(
-            r"CUDA_ARCHITECTURES=|CUDA_DOCKER_ARCH=|-arch[= ]|--gpu-architecture|-gencode|arch=compute_",
-            value,
+def _arch_texts(instr: Instruction, cmd: Command | None) -> list[str]:
+    """Where an arch list can be given for this step: arguments, CMAKE_ARGS/NVCC flags, env."""
+    exports = run_exports(instr)
+    names = ("CMAKE_ARGS", "NVCC_FLAGS", "NVCC_APPEND_FLAGS", "CUDAFLAGS", "CMAKE_CUDA_FLAGS")
+    texts = [instr.scope.get(n) or "" for n in names] + [exports.get(n, "") for n in names]
+    if cmd is not None:
+        texts.extend(cmd.arg_values)
+        texts.extend(cmd.assignments.get(n, "") for n in names)
+    return [t for t in texts if t]
+
+
+def _arch_setting(ctx: LintContext, instr: Instruction, cmd: Command | None) -> str | None:
+    """ "set", "native" (asks the build to detect the GPU), or None (no arch list)."""
+    exports = run_exports(instr)
+    values: list[str] = []
+    for name in ARCH_VARIABLES:
+        for value in (
+            instr.scope.get(name),
+            exports.get(name),
+            cmd.assignments.get(name) if cmd is not None else None,
         ):
-            return True
-    return False
+            if value:
+                values.append(f"{name}={value}")
+    values.extend(t for text in _arch_texts(instr, cmd) for t in text.split() if _ARCH_FLAG_RE.search(t))
+    if not values:
+        return None
+    if all(_NATIVE_ARCH_RE.search(v) or v.rstrip("\"'").lower().endswith("=native") for v in values):
+        return "native"
+    return "set"
+
+
+def _arch_fix(found: str) -> str:
+    """The arch setting that fits the build found: CMake, plain nvcc, or a torch extension."""
+    if "cmake" in found or "CMAKE_ARGS" in found:
+        return 'pass -DCMAKE_CUDA_ARCHITECTURES (e.g. "80;86;90") naming the GPUs you deploy on'
+    if found == "runs nvcc":
+        return "pass -gencode arch=compute_XX,code=sm_XX (or -arch=sm_XX) for the GPUs you deploy on"
+    return 'set TORCH_CUDA_ARCH_LIST (e.g. ENV TORCH_CUDA_ARCH_LIST="8.0;8.6;9.0") for the GPUs you deploy on'
 
 
 @register
@@ -363,8 +536,9 @@ class CudaArchListMissing(Rule):
         ops, apex `--cuda_ext`, source builds of torch CUDA extensions) without an
         arch list: `TORCH_CUDA_ARCH_LIST`, `CUDAARCHS`, `CMAKE_CUDA_ARCHITECTURES`
         (or `-DCMAKE_CUDA_ARCHITECTURES=`, project flags such as
-        `-DGGML_CUDA_ARCHITECTURES`), or nvcc `-arch=`/`-gencode`. Prebuilt wheels
-        are fine.
+        `-DGGML_CUDA_ARCHITECTURES`, `-DGGML_NATIVE=OFF`), or nvcc
+        `-arch`/`-gencode`; also an arch list of `native`, which needs a GPU to
+        detect. Prebuilt wheels, and CMake builds with CUDA off, are fine.
     """
     why = """
         `docker build` sees no GPU, so "native" arch detection fails or falls back
@@ -384,17 +558,29 @@ class CudaArchListMissing(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.stages:
-            signals = [s for s in compile_signals(ctx, [stage]) if s.certain]
-            for signal in signals:
-                instr = ctx.dockerfile.instruction_at(signal.line)
-                if instr is None or instr.keyword not in ("RUN",):
+            for line, all_reasons in by_line(certain_compile_signals(ctx, [stage])):
+                # flash-attn's setup.py compiles for its own fixed list (FLASH_ATTN_CUDA_ARCHS, sm80/sm90...)
+                reasons = [r for r in all_reasons if not r.startswith("builds flash-attn from source")]
+                instr = ctx.dockerfile.instruction_at(line)
+                if not reasons or instr is None or instr.keyword != "RUN":
                     continue
-                cmds = [c for c in ctx.commands(instr) if c.line == signal.line]
-                if any(_has_arch(ctx, instr, c) for c in cmds) or (not cmds and _has_arch(ctx, instr, None)):
+                cmds: list[Command | None] = [c for c in ctx.commands(instr) if c.line == line]
+                if not cmds:
+                    cmds = [None]
+                settings = {_arch_setting(ctx, instr, c) for c in cmds}
+                if "set" in settings:
                     continue
-                yield self.finding(
-                    ctx,
-                    f"this step {signal.reason} without a CUDA arch list, and docker build sees no GPU to detect one: "
-                    'set TORCH_CUDA_ARCH_LIST (e.g. "8.0;8.6;9.0") or CMAKE_CUDA_ARCHITECTURES for the GPUs you deploy on',
-                    line=signal.line,
-                )
+                found = "; ".join(reasons)
+                if "native" in settings:
+                    message = (
+                        f"this step compiles CUDA code (found: {found}) for the 'native' GPU architecture, but "
+                        "docker build sees no GPU to detect: the build fails or falls back to a default arch"
+                    )
+                else:
+                    message = (
+                        f"this step compiles CUDA code (found: {found}) without a CUDA arch list, and docker build "
+                        "sees no GPU to detect one: it fails, or targets a default arch set that may miss your "
+                        'GPUs ("no kernel image is available for execution on the device")'
+                    )
+                fix = _arch_fix(found)
+                yield self.finding(ctx, f"{message}; {fix}", line=line, help=fix)
