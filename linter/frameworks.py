@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from . import data
 from .installers import Install, PackageSpec
 
-_WHL_INDEX_RE = re.compile(r"/whl/(?:nightly/|test/)?(cu\d{2,3}|cpu|rocm[\d.]+)/?$")
+# download.pytorch.org/whl/cu124, /whl/nightly/cu128, and find-links pages such as /whl/cu111/torch_stable.html
+_WHL_INDEX_RE = re.compile(r"/whl/(?:nightly/|test/)?(cu\d{2,3}|cpu|rocm[\d.]+)(?:/|$)")
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,9 @@ def torch_variant(
     ``env``: the ARG/ENV values the RUN sees (PIP_INDEX_URL, UV_TORCH_BACKEND...), when known.
     """
     local = spec.local
+    if spec.version_from_variable and re.search(r"\+\$", spec.raw):
+        # torch==${VERSION}+${CUDA_TAG}: an explicit variant, chosen by a build arg
+        return Variant("cuda", None, f"the local version in {spec.raw}", True)
     if local is None and spec.url:
         match = re.search(r"(?:\+|%2[Bb])(cu\d{2,3}|cpu)", spec.url)
         local = match.group(1) if match else None
@@ -88,6 +92,9 @@ def torch_variant(
         install.index_urls + install.extra_index_urls + install.find_links + _env_indexes(install, env)
     ):
         match = _WHL_INDEX_RE.search(url.rstrip("/") + "/") or _WHL_INDEX_RE.search(url)
+        if match is None and "download.pytorch.org/whl/" in url and "$" in url:
+            # .../whl/cu${CUINDEX}: explicit, but which CUDA is up to a build arg
+            return Variant("cuda", None, f"index {url}", True)
         if match:
             tag = match.group(1)
             if tag == "cpu":

@@ -557,7 +557,13 @@ class CudaArchListMissing(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
+        preset: dict[str, list[str]] = data.load("base_images").get("preset_env", {})
         for stage in ctx.stages:
+            info = ctx.base_info(stage)
+            if info is not None and info.framework and any(
+                v in ARCH_VARIABLES for v in preset.get(f"{info.family}/{info.framework}", [])
+            ):
+                continue  # the base image sets the arch list (NGC PyTorch sets TORCH_CUDA_ARCH_LIST)
             for line, all_reasons in by_line(certain_compile_signals(ctx, [stage])):
                 # flash-attn's setup.py compiles for its own fixed list (FLASH_ATTN_CUDA_ARCHS, sm80/sm90...)
                 reasons = [r for r in all_reasons if not r.startswith("builds flash-attn from source")]

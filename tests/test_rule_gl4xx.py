@@ -290,3 +290,22 @@ def test_gl405_cpu_index_from_the_environment() -> None:
 def test_gl408_flash_attn_has_its_own_arch_list() -> None:
     text = DEVEL + "RUN FLASH_ATTENTION_FORCE_BUILD=TRUE pip install flash-attn==2.6.3 --no-build-isolation\n"
     assert run("GL408", text) == []
+
+
+def test_gl408_silent_on_ngc_pytorch_which_presets_the_arch_list() -> None:
+    # NVIDIA/NeMo: FROM nvcr.io/nvidia/pytorch, apex built with --cuda_ext
+    text = (
+        "FROM nvcr.io/nvidia/pytorch:24.05-py3\n"
+        "RUN git clone https://github.com/NVIDIA/apex && cd apex && git checkout 810ffae \\\n"
+        '    && pip install -v --no-build-isolation --global-option="--cpp_ext" --global-option="--cuda_ext" ./\n'
+    )
+    codes = [f.code for f in lint_text(text, config=Config(select=("GL408",)))]
+    assert codes == []
+    codes = [
+        f.code
+        for f in lint_text(
+            text.replace("nvcr.io/nvidia/pytorch:24.05-py3", "nvidia/cuda:12.4.1-devel-ubuntu22.04"),
+            config=Config(select=("GL408",)),
+        )
+    ]
+    assert codes == ["GL408"]
