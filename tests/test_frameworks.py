@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import pytest
-
 from gpulint import lint_text
 from gpulint.config import Config
 
 
 @pytest.mark.parametrize(
-    "run",
+    ("base", "run"),
     [
         # facebookresearch/detectron2: a find-links page under /whl/cu111/
-        "pip install --user torch==1.10 torchvision==0.11.1 -f https://download.pytorch.org/whl/cu111/torch_stable.html",
+        (
+            "nvidia/cuda:11.1.1-cudnn8-devel-ubuntu18.04",
+            "pip install --user torch==1.10 torchvision==0.11.1 -f https://download.pytorch.org/whl/cu111/torch_stable.html",
+        ),
         # mosaicml/composer: the local version comes from a variable
-        "pip install --no-cache-dir torch==${PYTORCH_VERSION}+${CUDA_VERSION_TAG}",
+        (
+            "nvidia/cuda:12.9.1-cudnn-devel-ubuntu22.04",
+            "pip install --no-cache-dir torch==${PYTORCH_VERSION}+${CUDA_VERSION_TAG}",
+        ),
         # sgl-project/sglang: the index's CUDA comes from a build arg
-        "pip install torch==2.9.0 --extra-index-url https://download.pytorch.org/whl/cu${CUINDEX}",
+        (
+            "nvidia/cuda:12.9.1-cudnn-devel-ubuntu22.04",
+            "pip install torch==2.9.0 --extra-index-url https://download.pytorch.org/whl/cu${CUINDEX}",
+        ),
     ],
 )
-def test_explicit_variants_are_not_implicit(run: str) -> None:
-    text = f"FROM nvidia/cuda:12.9.1-cudnn-devel-ubuntu22.04\nARG PYTORCH_VERSION=2.1.0\nRUN {run}\n"
+def test_explicit_variants_are_not_implicit(base: str, run: str) -> None:
+    text = f"FROM {base}\nARG PYTORCH_VERSION=2.1.0\nRUN {run}\n"
     codes = [f.code for f in lint_text(text, config=Config(select=("GL204", "GL108")))]
     assert codes == []
 
