@@ -659,7 +659,6 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = 0
     except Exception as exc:
         from .engine import InputError, RuleCrash
-
         from .image.sources import ImageError
 
         if isinstance(exc, (InputError, ImageError)):

@@ -9,10 +9,11 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import data
 from .dockerfile import Dockerfile
+from .finding import Finding
 
 REDACTED = "***"
 
@@ -27,6 +28,12 @@ _USERINFO_RE = re.compile(
     r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@'\"$]+):(?P<password>[^@\s/'\"]+)@"
 )
 _BEARER_RE = re.compile(r"(?i)(?P<prefix>authorization:\s*(?:bearer|token|basic)\s+)(?P<value>[^\s'\"$]+)")
+# .netrc lines (`machine h login u password p`), in heredocs and echo/printf
+_NETRC_RE = re.compile(r"(?i)\b(?:machine|login)\s+\S+.*?\bpassword\s+(?P<value>[^\s'\"$]+)")
+# shell assignments of credential-named variables: `export HF_TOKEN=hf_...`, `HF_TOKEN="x" cmd`
+_ASSIGN_RE = re.compile(
+    r"(?<![\w$-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<q>['\"]?)(?P<value>[^\s'\"$`]{4,})(?P=q)"
+)
 _TOKEN_FLAG_RE = re.compile(
     r"(?P<prefix>--(?:token|password|api-key|apikey)[= ]\s*['\"]?)(?P<value>[^\s'\"$]+)"
 )
@@ -61,9 +68,14 @@ def literal_secrets(text: str) -> list[tuple[int, int, str]]:
         out.append((m.start("value"), m.end("value"), "bearer"))
     for m in _TOKEN_FLAG_RE.finditer(text):
         out.append((m.start("value"), m.end("value"), "flag"))
+    for m in _NETRC_RE.finditer(text):
+        out.append((m.start("value"), m.end("value"), "password"))
+    for m in _ASSIGN_RE.finditer(text):
+        if is_secret_name(m.group("name")):
+            out.append((m.start("value"), m.end("value"), "assignment"))
     # one finding per credential: drop spans that overlap an earlier one
     kept: list[tuple[int, int, str]] = []
-    priority = {"token": 0, "password": 1, "bearer": 2, "flag": 3}
+    priority = {"token": 0, "password": 1, "bearer": 2, "flag": 3, "assignment": 4}
     for span in sorted(out, key=lambda s: (s[0], priority[s[2]])):
         if not kept or span[0] >= kept[-1][1]:
             kept.append(span)
@@ -112,3 +124,30 @@ def redact_text(text: str, spans: list[SecretSpan]) -> str:
 def redact_value(value: str) -> str:
     """A credential shown in a message: its kind only, never a character of it."""
     return REDACTED if value else value
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every literal credential (token formats, URL passwords, bearer values,
+    ``--token`` values) replaced by ``***``; for messages that quote a command or a URL."""
+    if not text:
+        return text
+    out = []
+    for line in text.split("\n"):
+        for start, end, _kind in sorted(literal_secrets(line), key=lambda s: s[0], reverse=True):
+            line = line[:start] + REDACTED + line[end:]
+        out.append(line)
+    return "\n".join(out)
+
+
+def redact_finding(finding: Finding) -> Finding:
+    """Redact the free text of a finding (message, help, fix description) in place."""
+    finding.message = redact_secrets(finding.message)
+    finding.help = redact_secrets(finding.help)
+    if finding.fix is not None and literal_secrets(finding.fix.description):
+        finding.fix = replace(finding.fix, description=redact_secrets(finding.fix.description))
+    return finding
+
+
+def redact_source(df: Dockerfile) -> str:
+    """The Dockerfile's text with every secret value masked, for code frames."""
+    return redact_text(df.text, scan(df))

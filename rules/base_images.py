@@ -28,9 +28,17 @@ class DevelFinalStage(Rule):
         `nvidia/cuda:*-devel-*`, `pytorch/pytorch:*-devel`, or a full-SDK NGC
         framework image such as `nvcr.io/nvidia/pytorch` - while nothing in it
         compiles CUDA code (nvcc, cmake with CUDA, source builds of CUDA
-        extensions, `TORCH_CUDA_ARCH_LIST`, DeepSpeed JIT ops,
-        `torch.utils.cpp_extension`). Builder stages that are only copied from
-        are not shipped and are never reported.
+        extensions such as flash-attn, `TORCH_CUDA_ARCH_LIST` in an ENV, ARG or
+        RUN, DeepSpeed/FlashInfer JIT ops, `torch.utils.cpp_extension`, a local
+        project whose build context holds CUDA sources). Builder stages that are
+        only copied from are not shipped and are never reported; NGC products
+        with no runtime flavour to name (tritonserver, nemo) are not reported.
+
+        The message names the tag to ship: the `-runtime` tag of the same CUDA
+        version, OS and variant (cuDNN, TensorRT kept), or `-base` when the CUDA
+        libraries come from pip (torch, `jax[cuda12]`, `tensorflow[and-cuda]`)
+        and nothing else needs the image's CUDA libraries; for pytorch/pytorch
+        the `-runtime` tag of the same torch/CUDA.
     """
     why = """
         A devel image carries nvcc, headers, static libraries and profilers:

@@ -147,8 +147,8 @@ class BundledDriver(Rule):
         except ValueError:
             argv = instr.args.split()
         for source in argv[:-1]:
-            if "/stubs/" in source or source.startswith("stubs/"):
-                continue  # link-time stubs, not the driver
+            if re.search(r"(^|/)(stubs|compat)/", source):
+                continue  # link-time stubs, or cuda-compat's forward-compatibility libraries
             base = posixpath.basename(source.rstrip("/"))
             if any(fnmatch.fnmatch(base, g) for g in table["library_globs"]):
                 yield self.finding(

@@ -2,24 +2,61 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
+import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpulint import data
+from gpulint.buildcontext import RequirementsFile, context_file_for, display_path, read_requirements
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
-from gpulint.frameworks import series_info, torch_series, torch_variant
+from gpulint.frameworks import Variant, series_info, torch_series, torch_variant
 from gpulint.installers import Install, PackageSpec
 from gpulint.rule import Rule, register
-from gpulint.rules.pinning import framework_names, pip_sources
+from gpulint.rules.pinning import framework_names, lost_constraint, pip_sources
+from gpulint.secrets import redact_secrets
+from gpulint.shell import Command
 
 _BRANCH_NAMES = frozenset(
     {"main", "master", "dev", "develop", "development", "nightly", "trunk", "stable", "latest", "head"}
 )
 _FLASH_WHEEL_RE = re.compile(
-    r"flash_attn-[^+]+\+cu(?P<cu>\d+)torch(?P<torch>\d+\.\d+)cxx11abi(?P<abi>TRUE|FALSE)", re.I
+    r"flash_attn-(?P<version>[^+/-]+)\+cu(?P<cu>\d+)torch(?P<torch>\d+\.\d+)cxx11abi(?P<abi>TRUE|FALSE)"
+    r"-(?P<py>cp\d+)-",
+    re.I,
+)
+# flags that make pip/uv replace an installed package instead of keeping it
+_REPLACING_FLAGS = ("-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed", "--reinstall")
+_INDEX_OPTION_RE = re.compile(
+    r"^\s*(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s*=\s*|\s+)(?P<url>\S+)", re.M
+)
+_WHL_VARIANT_RE = re.compile(r"/whl/(?:nightly/|test/)?(cu\d{2,3}|cpu|rocm[\d.]+)/?$")
+_GIT_CLONE_VALUE_OPTIONS = frozenset(
+    {
+        "-b",
+        "--branch",
+        "--depth",
+        "-o",
+        "--origin",
+        "-c",
+        "--config",
+        "--reference",
+        "--reference-if-able",
+        "--separate-git-dir",
+        "-j",
+        "--jobs",
+        "--filter",
+        "-u",
+        "--upload-pack",
+        "--template",
+        "--shallow-since",
+        "--shallow-exclude",
+        "--server-option",
+        "--bundle-uri",
+    }
 )
 
 
@@ -35,25 +72,116 @@ def is_kernel(name: str | None) -> bool:
     return name in names or name.startswith(prefixes)
 
 
+def is_conda_kernel(name: str | None) -> bool:
+    if not name:
+        return False
+    table = data.load("kernels")["conda"]
+    return name in table["names"] or name.startswith(tuple(table["prefixes"]))
+
+
+def is_tag_like(ref: str) -> bool:
+    """A git ref that names a fixed point: a commit SHA (7-40 hex) or a release tag.
+
+    ``v2.6.3``, ``2.6.3``, ``flash-attn-v2.6.3``, ``b3561`` are tags; ``main``, ``dev``,
+    ``release/2.6``, ``v2.x``, ``fix-oom`` are branches.
+    """
+    ref = ref.strip()
+    if not ref:
+        return False
+    if re.fullmatch(r"[0-9a-f]{7,40}", ref):
+        return True
+    lowered = ref.lower()
+    if lowered in _BRANCH_NAMES or "/" in ref or lowered.endswith((".x", "-dev", "-branch", "-wip")):
+        return False
+    if re.search(r"\d+\.\d+", ref):
+        return True
+    return bool(re.fullmatch(r"[vb]?\d{1,6}", lowered))
+
+
+# -- what a stage installs -------------------------------------------------------------------
+
+
 @dataclass
 class Located:
     spec: PackageSpec
     install: Install
     instr: Instruction
+    cmd: Command
+    constraint_versions: dict[str, tuple[str, PackageSpec]] = field(default_factory=dict)
+    file_index_urls: list[str] = field(
+        default_factory=list
+    )  # -i/--extra-index-url/-f of its requirements file
 
 
-def pip_specs(ctx: LintContext, stage: Stage) -> Iterator[Located]:
-    """Every pip spec a stage installs, requirements files included, in order."""
-    for instr, _, install in ctx.stage_installs(stage):
+def _constraint_files(
+    ctx: LintContext, stage: Stage, instr: Instruction, install: Install
+) -> list[RequirementsFile]:
+    """The constraints files an install reads: `-c` on the command line, PIP_CONSTRAINT/UV_CONSTRAINT,
+    uv `--override`, and `-c` lines inside its requirements files."""
+    paths = list(install.constraint_files) + install.options.get("--override", [])
+    env_name = "UV_CONSTRAINT" if install.tool == "uv" else "PIP_CONSTRAINT"
+    value = install.command.assignments.get(env_name) or instr.scope.get(env_name)
+    if value:
+        paths += value.split()
+    out: list[RequirementsFile] = []
+    for image_path in paths:
+        local = context_file_for(ctx, stage, instr, image_path)
+        if local is None or not local.is_file():
+            continue
+        parsed = read_requirements(local, display_path(ctx, local))
+        if parsed is not None:
+            out.append(parsed)
+            out.extend(parsed.constraint_files)
+    return out
+
+
+def _read_small_text(path: str) -> str:
+    """A requirements file already read by the build-context reader, read again for its options."""
+    from pathlib import Path
+
+    try:
+        file = Path(path)
+        if file.is_file() and file.stat().st_size <= 1024 * 1024:
+            return file.read_text("utf-8", "replace")
+    except OSError:
+        pass
+    return ""
+
+
+def pip_specs(ctx: LintContext, stage: Stage) -> list[Located]:
+    """Every pip spec a stage installs, requirements files included, in order (memoised, so that
+    the same spec is the same object for every rule)."""
+    cache: dict[int, list[Located]] = ctx.cache.setdefault("kernel_pins.pip_specs", {})
+    if id(stage) in cache:
+        return cache[id(stage)]
+    out: list[Located] = []
+    for instr, cmd, install in ctx.stage_installs(stage):
         if install.manager != "pip":
             continue
-        for spec in pip_sources(ctx, stage, instr, install).specs:
-            yield Located(spec, install, instr)
+        sources = pip_sources(ctx, stage, instr, install)
+        constraints: dict[str, tuple[str, PackageSpec]] = {}
+        for cf in _constraint_files(ctx, stage, instr, install) + [
+            c for f in sources.files for c in f.constraint_files
+        ]:
+            for spec in cf.specs:
+                if spec.name and spec.pinned and spec.version:
+                    constraints[spec.name] = (spec.version, spec)
+        # index options in any requirements file apply to the whole install (pip reads them globally)
+        texts = {f.display: f.text for f in sources.files}
+        for spec in sources.specs:
+            if spec.source and spec.source not in texts:
+                texts[spec.source] = _read_small_text(spec.source)
+        urls = [m.group("url") for text in texts.values() for m in _INDEX_OPTION_RE.finditer(text)]
+        for spec in sources.specs:
+            out.append(Located(spec, install, instr, cmd, constraints, urls))
+    cache[id(stage)] = out
+    return out
 
 
 def _report_at(
     rule: Rule, ctx: LintContext, spec: PackageSpec, message: str, severity: Severity | None = None
 ) -> Finding:
+    message = redact_secrets(message)
     if spec.source:
         finding = rule.finding_at(spec.source, spec.word.line, message, column=spec.word.column)
         if severity is not None:
@@ -62,10 +190,22 @@ def _report_at(
     return rule.finding(ctx, message, line=spec.word.line, column=spec.word.column, severity=severity)
 
 
-def _tag_like(ref: str) -> bool:
-    if re.match(r"^[0-9a-f]{7,40}$", ref):
-        return True
-    return ref.lower() not in _BRANCH_NAMES and bool(re.search(r"\d", ref))
+def _safe_url(url: str) -> str:
+    """A URL without its credentials (``https://user:token@host`` -> ``https://host``)."""
+    try:
+        parts = urllib.parse.urlsplit(url.split("+", 1)[-1] if url.startswith(("git+", "hg+")) else url)
+    except ValueError:
+        return "<url>"
+    host = parts.hostname or ""
+    return f"{host}{parts.path}".rstrip("/") or "<url>"
+
+
+def _conda_fuzzy(spec: PackageSpec) -> bool:
+    """``cupy=13`` / ``cupy=13.2``: conda's single ``=`` matches every release of that series."""
+    text = spec.specifier.strip()
+    if not text.startswith("=") or text.startswith("==") or spec.version_from_variable:
+        return False
+    return bool(re.fullmatch(r"\d+(\.\d+)?", spec.version or ""))
 
 
 @register
@@ -78,11 +218,24 @@ class UnpinnedKernelPackage(Rule):
     what = """
         Finds unpinned installs of kernel and CUDA-extension libraries (flash-attn,
         xformers, bitsandbytes, triton, apex, deepspeed, vllm, tensorrt*,
-        onnxruntime-gpu, cupy-cuda*, causal-conv1d, mamba-ssm, auto-gptq,
-        exllamav2, llama-cpp-python, sglang, torch-scatter/-sparse/-geometric...),
-        `git+https://...` installs without a commit SHA or release tag, and `git
-        clone` builds without `git checkout <ref>` or `--branch <version tag>`.
-        Also notes that `pip install apex` from PyPI is an unrelated package.
+        tensorrt-llm, onnxruntime-gpu, cupy-cuda*, causal-conv1d, mamba-ssm,
+        auto-gptq, exllamav2, llama-cpp-python, sglang, torch-scatter/-sparse/
+        -geometric...) with pip, `python -m pip`, `uv pip`, conda, mamba or
+        micromamba - several packages per command, extras (`sglang[all]`) and
+        markers included, on the command line and in the requirements files the
+        Dockerfile copies from the build context and installs with `-r` (the
+        finding then points into that file). `>=`, `~=`, `<` and conda's
+        `pkg=1.2` are not pins; an unquoted `pkg<2` is a shell redirect (said so).
+        Also: `git+https://...` installs without a commit SHA or release tag
+        (`@main` is a branch), wheel URLs without a version, and `git clone` +
+        build without `git checkout <ref>` or `--branch <version tag>`. `pip
+        install apex` from PyPI is reported as the unrelated package it is.
+
+        Not reported: `==`/`===` pins, versions from an `ARG`/`ENV`, SHA- or
+        tag-pinned git URLs, versioned wheel files and URLs, packages pinned by a
+        constraints file (`-c`, `PIP_CONSTRAINT`, `-c` inside a requirements file),
+        an unpinned `--no-deps`/plain reinstall of a package pinned earlier in the
+        image (pip keeps the installed version), `git clone --branch v1.2.3`.
     """
     why = """
         Kernel libraries are compiled for one torch, one CUDA and one C++ ABI.
@@ -100,29 +253,63 @@ class UnpinnedKernelPackage(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
+        seen: set[tuple[str, int, int]] = set()
+        for finding in self._check(ctx):
+            key = (finding.path, finding.line, finding.column)
+            if key not in seen:
+                seen.add(key)
+                yield finding
+
+    def _check(self, ctx: LintContext) -> Iterator[Finding]:
         unrelated: dict[str, str] = data.load("kernels")["unrelated_pypi"]
+        pinned_by_stage: dict[int, set[str]] = {}
         for stage in ctx.stages:
+            pinned = set(pinned_by_stage.get(id(stage.parent), set())) if stage.parent else set()
             for item in pip_specs(ctx, stage):
                 spec = item.spec
                 if spec.kind == "requirement" and spec.name in unrelated:
                     yield _report_at(self, ctx, spec, f"`{spec.raw}`: {unrelated[spec.name]}")
                     continue
-                if spec.kind == "vcs" and not spec.pinned:
+                if spec.kind == "vcs":
+                    if spec.vcs_ref and is_tag_like(spec.vcs_ref):
+                        continue
                     ref = (
                         f"the ref `{spec.vcs_ref}`, a branch"
                         if spec.vcs_ref
                         else "no ref (the default branch)"
                     )
+                    what = spec.name or _safe_url(spec.url or spec.raw)
                     yield _report_at(
                         self,
                         ctx,
                         spec,
-                        f"{spec.name or spec.url} is installed from git with {ref}: each build compiles whatever "
-                        "is there that day; pin a commit SHA or a release tag (@v1.2.3)",
+                        f"{what} is installed from git with {ref}: each build compiles whatever is there that "
+                        "day; pin a commit SHA or a release tag (@v1.2.3)",
                     )
                     continue
-                if spec.kind != "requirement" or not is_kernel(spec.name) or spec.pinned:
+                if spec.kind == "url" and is_kernel(spec.name) and not spec.pinned:
+                    yield _report_at(
+                        self,
+                        ctx,
+                        spec,
+                        f"{spec.name} is installed from {_safe_url(spec.url or '')}, a URL without a version in "
+                        f"its file name: it changes when the file does; install a versioned wheel or pin "
+                        f"{spec.name}==<version>",
+                    )
                     continue
+                if spec.kind != "requirement" or not is_kernel(spec.name):
+                    continue
+                name = spec.name or ""
+                lost = lost_constraint(item.cmd, spec)
+                if lost:
+                    yield _report_at(self, ctx, spec, _lost_message(spec, lost, name))
+                    continue
+                if spec.pinned or name in item.constraint_versions:
+                    pinned.add(name)
+                    continue
+                replacing = item.install.has(*_REPLACING_FLAGS)
+                if name in pinned and not replacing:
+                    continue  # already installed at a pinned version: pip keeps it
                 constraint = (
                     f" is constrained only by `{spec.specifier}`" if spec.specifier else " has no version"
                 )
@@ -130,85 +317,350 @@ class UnpinnedKernelPackage(Rule):
                     self,
                     ctx,
                     spec,
-                    f"{spec.name}{constraint}: kernel libraries are built for one torch/CUDA/ABI and the next release "
-                    f"breaks or replaces them; pin {spec.name}==<version>",
+                    f"{name}{constraint}: kernel libraries are built for one torch/CUDA/ABI and the next "
+                    f"release breaks or replaces them; pin {name}==<version>",
                 )
+            yield from self._conda(ctx, stage)
             yield from self._git_clones(ctx, stage)
+            pinned_by_stage[id(stage)] = pinned
+
+    def _conda(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
+        for _, cmd, install in ctx.stage_installs(stage):
+            if install.manager != "conda":
+                continue
+            for spec in install.packages:
+                if not is_conda_kernel(spec.name):
+                    continue
+                lost = lost_constraint(cmd, spec)
+                if lost:
+                    yield _report_at(self, ctx, spec, _lost_message(spec, lost, spec.name or "", conda=True))
+                elif not spec.pinned:
+                    yield _report_at(
+                        self,
+                        ctx,
+                        spec,
+                        f"{cmd.name} installs {spec.name} without a version: the next build gets another release, "
+                        f"built for another CUDA; pin {spec.name}=<version>",
+                    )
+                elif _conda_fuzzy(spec):
+                    yield _report_at(
+                        self,
+                        ctx,
+                        spec,
+                        f"`{spec.raw}` matches any {spec.name} {spec.version}.x release (conda's single `=` is a "
+                        f"prefix match); pin the full version ({spec.name}={spec.version}.<patch>)",
+                    )
 
     def _git_clones(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
-        for instr in stage.instructions:
+        from gpulint.buildcontext import workdir_at
+
+        instructions = stage.instructions
+        for position, instr in enumerate(instructions):
             commands = ctx.commands(instr)
             for index, cmd in enumerate(commands):
-                if cmd.name != "git" or not cmd.arg_values or cmd.arg_values[0] != "clone":
+                clone = parse_git_clone(cmd)
+                if clone is None or "huggingface.co" in clone.url:
                     continue
-                values = cmd.arg_values[1:]
-                url = next((v for v in values if "://" in v or v.startswith("git@")), None)
-                if url is None or "huggingface.co" in url:
+                if clone.branch and (is_tag_like(clone.branch) or "$" in clone.branch):
                     continue
-                branch = None
-                for i, value in enumerate(values):
-                    if value in ("-b", "--branch") and i + 1 < len(values):
-                        branch = values[i + 1]
-                    elif value.startswith("--branch="):
-                        branch = value.split("=", 1)[1]
-                if branch and (_tag_like(branch) or "$" in branch):
+                workdir = workdir_at(stage, instr)
+                cwd = _cwd_before(commands[:index], workdir)
+                directory = posixpath.normpath(posixpath.join(cwd, clone.directory))
+                verdict = _after_clone(ctx, stage, instructions[position:], index + 1, directory, workdir)
+                if verdict != "build":
                     continue
-                later = commands[index + 1 :] + [
-                    c for i in stage.instructions if i.line > instr.line for c in ctx.commands(i)
-                ]
-                if any(_checks_out(c) for c in later):
-                    continue
-                if not any(_builds(c) for c in later):
-                    continue
-                name = url.rstrip("/").split("/")[-1].removesuffix(".git")
-                how = f"--branch {branch} (a branch)" if branch else "no --branch or checkout"
+                how = f"--branch {clone.branch} (a branch)" if clone.branch else "no --branch or checkout"
                 yield self.finding(
                     ctx,
-                    f"git clone of {name} with {how} and then a build: each build compiles whatever the branch holds "
-                    "that day; add `git checkout <commit>` or clone `--branch <release tag>`",
+                    redact_secrets(
+                        f"git clone of {clone.name} with {how} and then a build: each build compiles whatever the "
+                        "branch holds that day; add `git checkout <commit>` or clone `--branch <release tag>`"
+                    ),
                     line=cmd.line,
                     column=cmd.argv[0].column,
                 )
 
 
-def _checks_out(cmd: object) -> bool:
-    from gpulint.shell import Command
+def _lost_message(spec: PackageSpec, lost: str, name: str, conda: bool = False) -> str:
+    pin = f"{name}=<version>" if conda else f"{name}==<version>"
+    written = f"{spec.raw}{lost}"
+    if "<" in lost:
+        file = lost.split("<", 1)[1]
+        return (
+            f"`{written}` is not quoted: the shell reads `<{file}` as input from a file named `{file}`, so this "
+            f'RUN fails (or installs the newest {name}); quote it and pin an exact version ("{pin}")'
+        )
+    target = lost.lstrip(">")
+    return (
+        f"`{written}` is not quoted: the shell treats `{lost}` as a redirect into a file named `{target}`, so the "
+        f'constraint is lost and the newest {name} is installed; quote it and pin an exact version ("{pin}")'
+    )
 
-    assert isinstance(cmd, Command)
+
+# -- git clone + build -------------------------------------------------------------------------
+
+
+@dataclass
+class GitClone:
+    url: str
+    directory: str
+    branch: str | None
+    name: str
+
+
+def parse_git_clone(cmd: Command) -> GitClone | None:
+    """``git [-C dir] clone [options] <url> [<directory>]``."""
+    if cmd.name != "git":
+        return None
     values = cmd.arg_values
+    try:
+        start = values.index("clone")
+    except ValueError:
+        return None
+    if any(not v.startswith("-") for v in values[:start] if v not in _global_option_values(values[:start])):
+        return None  # `clone` is not the subcommand
+    positional: list[str] = []
+    branch = None
+    i = start + 1
+    while i < len(values):
+        value = values[i]
+        key, eq, inline = value.partition("=")
+        if key in _GIT_CLONE_VALUE_OPTIONS:
+            arg = inline if eq else (values[i + 1] if i + 1 < len(values) else "")
+            if key in ("-b", "--branch"):
+                branch = arg
+            i += 1 if eq else 2
+            continue
+        if value.startswith("-") and value != "-":
+            i += 1
+            continue
+        positional.append(value)
+        i += 1
+    if not positional:
+        return None
+    url = positional[0]
+    name = url.rstrip("/").split("/")[-1].split(":")[-1].removesuffix(".git") or "repository"
+    directory = positional[1] if len(positional) > 1 else name
+    return GitClone(url, directory, branch, name)
+
+
+def _global_option_values(values: list[str]) -> set[str]:
+    """The values of git's global options before the subcommand (`-C dir`, `-c k=v`)."""
+    out: set[str] = set()
+    for i, value in enumerate(values):
+        if value in ("-C", "-c", "--git-dir", "--work-tree", "--namespace") and i + 1 < len(values):
+            out.add(values[i + 1])
+    return out
+
+
+def _cwd_before(commands: list[Command], workdir: str) -> str:
+    cwd = workdir
+    for cmd in commands:
+        if cmd.name == "cd" and cmd.arg_values:
+            target = cmd.arg_values[-1]
+            cwd = workdir if target == "-" else posixpath.normpath(posixpath.join(cwd, target))
+    return cwd
+
+
+def _inside(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _after_clone(
+    ctx: LintContext,
+    stage: Stage,
+    instructions: list[Instruction],
+    first_index: int,
+    directory: str,
+    workdir: str,
+) -> str:
+    """What happens to a cloned directory first: "checkout" (pinned), "build", or "" (neither)."""
+    from gpulint.buildcontext import workdir_at
+
+    for number, instr in enumerate(instructions):
+        if instr.keyword == "RUN":
+            commands = ctx.commands(instr)
+            cwd = workdir_at(stage, instr)
+            start = first_index if number == 0 else 0
+            cwd = _cwd_before(commands[:start], cwd)
+            for cmd in commands[start:]:
+                if cmd.name == "cd" and cmd.arg_values:
+                    target = cmd.arg_values[-1]
+                    cwd = posixpath.normpath(posixpath.join(cwd, target))
+                    continue
+                if _checks_out(cmd, cwd, directory):
+                    return "checkout"
+                if _builds(cmd, cwd, directory):
+                    return "build"
+    return ""
+
+
+def _checks_out(cmd: Command, cwd: str, directory: str) -> bool:
     if cmd.name != "git":
         return False
-    args = [v for v in values if not v.startswith("-")]
+    values = cmd.arg_values
+    where = cwd
+    rest = values
     if "-C" in values:
         i = values.index("-C")
-        args = [v for v in values[i + 2 :] if not v.startswith("-")]
-    return bool(args) and args[0] in ("checkout", "reset", "switch") and len(args) >= 2
+        if i + 1 < len(values):
+            where = posixpath.normpath(posixpath.join(cwd, values[i + 1]))
+            rest = values[:i] + values[i + 2 :]
+    args = [v for v in rest if not v.startswith("-")]
+    if not args or args[0] not in ("checkout", "reset", "switch") or len(args) < 2:
+        return False
+    if not _inside(where, directory):
+        return False
+    ref = args[-1]
+    return ref.lower() not in _BRANCH_NAMES and not ref.startswith("origin/")
 
 
-def _builds(cmd: object) -> bool:
-    from gpulint.shell import Command
-
-    assert isinstance(cmd, Command)
+def _builds(cmd: Command, cwd: str, directory: str) -> bool:
+    """Does ``cmd`` build the checkout at ``directory`` (run inside it, or naming it)?"""
     values = cmd.arg_values
-    if cmd.name in ("make", "cmake", "ninja", "meson", "cargo", "go"):
-        return True
-    if re.match(r"^python[\d.]*$", cmd.name) and values and values[0].endswith("setup.py"):
-        return True
-    if re.match(r"^(pip[\d.]*|uv)$", cmd.name) or (
-        re.match(r"^python[\d.]*$", cmd.name) and values[:2] == ["-m", "pip"]
-    ):
-        return any(v in (".", "./") or v.startswith(("./", "/", "-e")) for v in values)
+    names_it = any(
+        _inside(posixpath.normpath(posixpath.join(cwd, v.split("=", 1)[-1])), directory)
+        for v in values
+        if not v.startswith(("http://", "https://", "git+"))
+        and (v.startswith((".", "/")) or "/" in v or v == posixpath.basename(directory))
+    )
+    inside = _inside(cwd, directory)
+    if cmd.name in ("make", "cmake", "ninja", "meson", "cargo", "go", "bazel"):
+        return inside or names_it
+    if cmd.name.endswith(".sh") and ("build" in cmd.name or "install" in cmd.name):
+        return inside or names_it
+    if re.match(r"^python[\d.]*$", cmd.name):
+        if values and values[0].endswith("setup.py"):
+            return inside or names_it
+        if values[:2] == ["-m", "pip"] or values[:2] == ["-m", "build"]:
+            return _pip_builds(values[2:], cwd, directory, inside)
+        return False
+    if re.match(r"^pip[\d.]*$", cmd.name):
+        return _pip_builds(values, cwd, directory, inside)
+    if cmd.name == "uv" and values[:1] == ["pip"]:
+        return _pip_builds(values[1:], cwd, directory, inside)
     return False
 
 
-def _pins(ctx: LintContext, stage: Stage) -> dict[str, Located]:
-    """The last exact pin of each package across the stage's chain."""
-    pins: dict[str, Located] = {}
+def _pip_builds(values: list[str], cwd: str, directory: str, inside: bool) -> bool:
+    from gpulint.installers import PIP_VALUE_OPTIONS
+
+    if not values or values[0] not in ("install", "wheel", "build"):
+        return values[:1] == ["build"] and inside
+    skip = False
+    for value in values[1:]:
+        if skip:
+            skip = False
+            continue
+        if value.startswith("-") and value not in ("-e", "--editable"):
+            skip = value in PIP_VALUE_OPTIONS and value not in ("-e", "--editable")
+            continue
+        if "://" in value or value.startswith(("git+", "git@")):
+            continue
+        if value.startswith((".", "/")) or "/" in value or value == posixpath.basename(directory):
+            path = posixpath.normpath(posixpath.join(cwd, value))
+            if _inside(path, directory) or (inside and value in (".", "./")):
+                return True
+    return False
+
+
+# -- GL203 -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Installed:
+    version: str  # without the local part
+    item: Located | None  # None: the base image's
+    how: str  # "torch==2.4.1", "the base image pytorch/pytorch:2.4.1-..."
+
+
+def _effective_version(item: Located) -> str | None:
+    spec = item.spec
+    if spec.version and spec.pinned:
+        return spec.version.split("+")[0]
+    if spec.name and spec.name in item.constraint_versions:
+        return item.constraint_versions[spec.name][0].split("+")[0]
+    return None
+
+
+def _installed(ctx: LintContext, stage: Stage) -> dict[str, Installed]:
+    """The pinned version of each package at the end of ``stage`` (its FROM chain included)."""
+    out: dict[str, Installed] = {}
+    base = ctx.base_info(stage)
+    if base is not None and base.framework == "pytorch" and base.framework_version:
+        ref = stage.root.image
+        image = f"{ref.name}:{ref.tag}" if ref is not None else "?"
+        out["torch"] = Installed(base.framework_version, None, f"from the base image {image}")
     for s in reversed(stage.chain()):
         for item in pip_specs(ctx, s):
-            if item.spec.name and item.spec.version and item.spec.pinned:
-                pins[item.spec.name] = item
-    return pins
+            version = _effective_version(item)
+            if item.spec.name and version:
+                where = (
+                    f"{item.spec.source}:{item.spec.word.line}"
+                    if item.spec.source
+                    else f"line {item.spec.word.line}"
+                )
+                out[item.spec.name] = Installed(version, item, f"pinned at {where}")
+    return out
+
+
+def _torch_abi(version: str, variant: Variant | None) -> bool | None:
+    table = data.load("kernels")["torch_cxx11_abi"]
+    series = torch_series(version)
+    if series is None:
+        return None
+    major, minor = (int(x) for x in series.split("."))
+    first = tuple(int(x) for x in str(table["first_series_all_variants"]).split("."))
+    if (major, minor) >= first:
+        return True
+    entry = table["by_series"].get(series)
+    if entry is not None:
+        if variant is not None and variant.cuda and variant.cuda in entry.get("by_cuda", {}):
+            return bool(entry["by_cuda"][variant.cuda])
+        return bool(entry["default"])
+    return bool(table["before"]) if (major, minor) < (2, 6) else None
+
+
+def image_python(ctx: LintContext, stage: Stage) -> tuple[str, str] | None:
+    """The Python version pip installs for in ``stage`` and how we know it, when it can be told."""
+    image = stage.root.image
+    chain_installs = [i for s in reversed(stage.chain()) for _, _, i in ctx.stage_installs(s)]
+    commands = [c for s in reversed(stage.chain()) for _, c in ctx.stage_commands(s)]
+    # another Python installed on top (deadsnakes, conda, uv, pyenv): unknown
+    if any(i.manager == "conda" for i in chain_installs) or any(
+        c.name in ("pyenv", "conda", "mamba", "micromamba")
+        or (c.name == "uv" and c.arg_values[:1] in (["python"], ["venv"]))
+        for c in commands
+    ):
+        return None
+    apt_pythons = {
+        m.group(1)
+        for i in chain_installs
+        if i.manager == "apt"
+        for p in i.packages
+        if p.name and (m := re.fullmatch(r"python(3\.\d+)(?:-[a-z]+)?", p.name))
+    }
+    if image is None:
+        return None
+    if image.name in ("python", "docker.io/library/python") or image.repository == "library/python":
+        match = re.match(r"^(3\.\d+)", image.tag or "")
+        if match and not apt_pythons:
+            return match.group(1), f"the base image {image.name}:{image.tag}"
+        return None
+    if len(apt_pythons) == 1:
+        version = next(iter(apt_pythons))
+        return version, f"apt's python{version}"
+    if apt_pythons:
+        return None
+    base = ctx.base_info(stage)
+    os_name = base.os if base is not None else None
+    table: dict[str, str] = data.load("kernels")["ubuntu_python3"]
+    if os_name in table and any(
+        i.manager == "apt" and any(p.name in ("python3", "python3-pip", "python3-dev") for p in i.packages)
+        for i in chain_installs
+    ):
+        return table[os_name], f"{os_name}'s python3"
+    return None
 
 
 @register
@@ -219,10 +671,17 @@ class IncompatibleCompanions(Rule):
     fix_safety = FixSafety.SUGGEST
     summary = "Packages are pinned together that cannot work together"
     what = """
-        Checks versions pinned together: torch X with torchvision/torchaudio of
-        another series (series table); xformers and vllm releases that require an
-        exact torch other than the one pinned; a flash-attn prebuilt wheel built
-        for another torch series.
+        Checks versions pinned together - on the command line, in requirements
+        files (reported at their line) and in constraints files - and the torch of
+        a `pytorch/pytorch:<version>-...` base image:
+
+        - torch X with torchvision/torchaudio of another series (series table);
+        - xformers and vllm releases whose wheels require an exact torch other
+          than the one installed (a table from xformers' CHANGELOG and pip's own
+          "requires torch==" messages, in rules/data/kernels.yaml);
+        - a flash-attn prebuilt wheel (`flash_attn-2.6.3+cu123torch2.4cxx11abiFALSE-cp311-...`)
+          whose name says another torch series, another CUDA major than torch's,
+          another C++ ABI than torch's wheels use, or another Python than the image's.
     """
     why = """
         pip either refuses the set, or - worse - replaces your torch with the one
@@ -237,22 +696,22 @@ class IncompatibleCompanions(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        torch_pins = data.load("kernels")["torch_pins"]
+        torch_pins: dict[str, dict[str, str]] = data.load("kernels")["torch_pins"]
         exceptions: dict[str, str] = data.load("torch")["torchaudio_exceptions"]
         for stage in ctx.stages:
-            pins = _pins(ctx, stage)
-            torch = pins.get("torch")
-            if torch is None or torch.spec.version is None:
+            installed = _installed(ctx, stage)
+            torch = installed.get("torch")
+            if torch is None:
                 continue
-            torch_version = torch.spec.version.split("+")[0]
+            torch_version = torch.version
             series = torch_series(torch_version)
             info = series_info(torch_version)
-            own = {id(item.spec) for item in pip_specs(ctx, stage)}
+            own = {id(item) for item in pip_specs(ctx, stage)}
             for name in ("torchvision", "torchaudio"):
-                item = pins.get(name)
-                if item is None or id(item.spec) not in own or info is None or item.spec.version is None:
+                entry = installed.get(name)
+                if entry is None or entry.item is None or id(entry.item) not in own or info is None:
                     continue
-                version = item.spec.version.split("+")[0]
+                version = entry.version
                 if name == "torchaudio" and torch_version in exceptions:
                     expected = [exceptions[torch_version]]
                     ok = version == expected[0]
@@ -263,41 +722,150 @@ class IncompatibleCompanions(Rule):
                     expected = [str(v) for v in info["torchaudio"]]  # type: ignore[attr-defined]
                     ok = torch_series(version) in expected
                 if not ok:
-                    yield _report_at(
-                        self,
+                    yield self._at(
                         ctx,
-                        item.spec,
-                        f"{name}=={version} does not belong to torch {torch_version} (series {series} pairs with "
-                        f"{name} {expected[0]}.x): pip replaces torch or the import fails; pin {name} {expected[0]}.*",
+                        entry.item,
+                        f"{name}=={version} does not belong to torch {torch_version} ({torch.how}; series {series} "
+                        f"pairs with {name} {expected[0]}.x): pip replaces torch or the import fails; pin "
+                        f"{name} {expected[0]}.*",
                     )
             for name, table in torch_pins.items():
-                item = pins.get(name)
-                if item is None or id(item.spec) not in own or item.spec.version is None:
+                entry = installed.get(name)
+                if entry is None or entry.item is None:
                     continue
-                required = table.get(item.spec.version)
-                if required and required != torch_version:
-                    yield _report_at(
-                        self,
-                        ctx,
-                        item.spec,
-                        f"{name}=={item.spec.version} requires torch=={required}, but torch=={torch_version} is pinned: "
-                        f"pip replaces your torch (another CUDA build) or refuses the set; pin the {name} release "
-                        f"built for torch {torch_version}",
-                    )
-            for item in pip_specs(ctx, stage):
-                spec = item.spec
-                if spec.name not in ("flash-attn", None) or not spec.url:
+                required = table.get(entry.version)
+                if not required or required == torch_version:
                     continue
-                match = _FLASH_WHEEL_RE.search(spec.url.replace("%2B", "+").replace("%2b", "+"))
-                if match and match.group("torch") != series:
-                    yield _report_at(
-                        self,
+                if id(entry.item) in own:
+                    yield self._at(
                         ctx,
-                        spec,
-                        f"this flash-attn wheel is built for torch {match.group('torch')}, but torch=={torch_version} "
-                        "is pinned: import fails with 'undefined symbol'; pick the wheel whose name says "
-                        f"torch{series}",
+                        entry.item,
+                        f"{name}=={entry.version} requires torch=={required}, but torch {torch_version} is installed "
+                        f"({torch.how}): pip replaces your torch (another CUDA build) or refuses the set; pin the "
+                        f"{name} release built for torch {torch_version}",
                     )
+                elif torch.item is not None and id(torch.item) in own:
+                    # the companion came from the parent stage; this stage's torch pin breaks it
+                    yield self._at(
+                        ctx,
+                        torch.item,
+                        f"torch=={torch_version} replaces the torch that {name}=={entry.version} (installed at "
+                        f"{entry.how.removeprefix('pinned at ')}) requires, torch=={required}: its compiled kernels "
+                        f"then fail to load; keep torch {required} or pin the {name} release built for torch "
+                        f"{torch_version}",
+                    )
+            yield from self._flash_wheels(ctx, stage, torch, own)
+
+    def _at(self, ctx: LintContext, item: Located, message: str) -> Finding:
+        return _report_at(self, ctx, item.spec, message)
+
+    def _flash_wheels(
+        self, ctx: LintContext, stage: Stage, torch: Installed, own: set[int]
+    ) -> Iterator[Finding]:
+        series = torch_series(torch.version)
+        variant = None
+        if torch.item is not None:
+            variant = _variant(torch.item)
+        python = None
+        for item in pip_specs(ctx, stage):
+            spec = item.spec
+            if (
+                id(item) not in own
+                or spec.name not in ("flash-attn", None)
+                or spec.kind not in ("url", "path")
+            ):
+                continue
+            text = urllib.parse.unquote(spec.url or spec.raw)
+            match = _FLASH_WHEEL_RE.search(posixpath.basename(text.split("?", 1)[0]))
+            if not match:
+                continue
+            wheel = match.group(0).rstrip("-")
+            problems: list[str] = []
+            if match.group("torch") != series:
+                problems.append(
+                    f"it is built for torch {match.group('torch')}, but torch {torch.version} is installed "
+                    f"({torch.how}): import fails with 'undefined symbol'; pick the wheel whose name says torch{series}"
+                )
+            else:
+                cu = match.group("cu")
+                if variant is not None and variant.kind == "cuda" and variant.cuda:
+                    if cu[:2] != variant.cuda.split(".")[0]:
+                        problems.append(
+                            f"it is built for CUDA {cu[:2]} (cu{cu}), but torch {torch.version} is a CUDA "
+                            f"{variant.cuda} build ({variant.how}); pick the cu{variant.cuda.split('.')[0]} wheel"
+                        )
+                elif variant is not None and variant.kind == "cpu":
+                    problems.append(
+                        f"torch {torch.version} is a CPU build ({variant.how}): a CUDA kernel cannot load"
+                    )
+                abi = _torch_abi(torch.version, variant) if torch.item is not None else None
+                wheel_abi = match.group("abi").upper() == "TRUE"
+                if abi is not None and abi != wheel_abi:
+                    problems.append(
+                        f"it is built with cxx11abi{match.group('abi').upper()}, but torch {torch.version}'s own "
+                        f"wheels use cxx11abi{'TRUE' if abi else 'FALSE'}: import fails with 'undefined symbol'; "
+                        f"pick the cxx11abi{'TRUE' if abi else 'FALSE'} wheel"
+                    )
+            if python is None:
+                python = image_python(ctx, stage) or ("", "")
+            if python[0]:
+                wanted = "cp" + python[0].replace(".", "")
+                if match.group("py").lower() != wanted:
+                    problems.append(
+                        f"it is built for {match.group('py')}, but the image's Python is {python[0]} ({python[1]}): "
+                        f"pip refuses it ('not a supported wheel on this platform'); pick the {wanted} wheel"
+                    )
+            for problem in problems:
+                yield _report_at(self, ctx, spec, f"flash-attn wheel {wheel}: {problem}")
+
+
+def _variant(item: Located) -> Variant | None:
+    variant = torch_variant(item.spec, item.install)
+    if variant is not None and not variant.explicit and item.file_index_urls:
+        for url in item.file_index_urls:
+            match = _WHL_VARIANT_RE.search(url.rstrip("/") + "/") or _WHL_VARIANT_RE.search(url)
+            if match:
+                tag = match.group(1)
+                if tag == "cpu":
+                    return Variant("cpu", None, f"index {url}", True)
+                if tag.startswith("cu"):
+                    digits = tag[2:]
+                    return Variant("cuda", f"{digits[:-1]}.{digits[-1]}", f"index {url}", True)
+    return variant
+
+
+# -- GL204 -------------------------------------------------------------------------------------
+
+_ENV_INDEXES = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_FIND_LINKS",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX",
+    "UV_FIND_LINKS",
+)
+
+
+def _explicit_from_env(item: Located) -> str | None:
+    """An index (or uv torch backend) set through the environment that names the variant."""
+    scope = {**item.instr.scope, **item.cmd.assignments}
+    backend = scope.get("UV_TORCH_BACKEND")
+    if backend and item.install.tool == "uv":
+        return f"UV_TORCH_BACKEND={backend}"
+    for name in _ENV_INDEXES:
+        value = scope.get(name)
+        if not value:
+            continue
+        for url in value.split():
+            url = url.split("=", 1)[-1]
+            if _WHL_VARIANT_RE.search(url.rstrip("/") + "/"):
+                return f"{name}={url}"
+    for url in item.file_index_urls:
+        if _WHL_VARIANT_RE.search(url.rstrip("/") + "/"):
+            return f"index {url} in a requirements file"
+    return None
 
 
 @register
@@ -308,9 +876,12 @@ class ImplicitCudaVariant(Rule):
     fix_safety = FixSafety.SUGGEST
     summary = "torch is pinned but its CUDA variant is left to PyPI's default"
     what = """
-        Finds `torch==X.Y.Z` without an explicit variant (a `/whl/cuXYZ` or
-        `/whl/cpu` index, a `+cuXYZ`/`+cpu` local version, a direct wheel URL) and
-        says which CUDA PyPI's default build of that release uses.
+        Finds `torch==X.Y.Z` without an explicit variant and says which CUDA
+        PyPI's default build of that release uses. Explicit: a `/whl/cuXYZ` or
+        `/whl/cpu` index (`--index-url`, `--extra-index-url`, `-f`, in the
+        requirements file itself, or through `PIP_INDEX_URL`/`PIP_EXTRA_INDEX_URL`/
+        `UV_INDEX_URL`...), a `+cuXYZ`/`+cpu` local version, `%2Bcu124` in a direct
+        wheel URL, uv's `--torch-backend`/`UV_TORCH_BACKEND`.
     """
     why = """
         The same pin gives a different CUDA when PyPI's default moves between
@@ -331,7 +902,7 @@ class ImplicitCudaVariant(Rule):
                 if spec.name != "torch" or not spec.pinned or spec.kind != "requirement":
                     continue
                 variant = torch_variant(spec, item.install)
-                if variant is None or variant.explicit:
+                if variant is None or variant.explicit or _explicit_from_env(item):
                     continue
                 yield _report_at(
                     self,
@@ -342,8 +913,11 @@ class ImplicitCudaVariant(Rule):
                 )
 
 
+# -- GL205 -------------------------------------------------------------------------------------
+
 _CUDA_APT_RE = re.compile(
-    r"^(cuda-[a-z0-9-]+|libcudnn\d*(-[a-z0-9-]+)?|libnccl\d*(-dev)?|tensorrt[a-z0-9-]*|libnvinfer[a-z0-9-]*)$"
+    r"^(cuda-[a-z0-9-]+|libcudnn\d*(-[a-z0-9-]+)?|cudnn\d*(-[a-z0-9-]+)?|libnccl\d*(-dev)?|tensorrt[a-z0-9-]*"
+    r"|libnvinfer[a-z0-9-]*)$"
 )
 _SERIES_SUFFIX_RE = re.compile(r"-\d+-\d+$")
 
@@ -356,10 +930,11 @@ class UnpinnedCudaAptPackage(Rule):
     fix_safety = FixSafety.SUGGEST
     summary = "A CUDA, cuDNN, NCCL or TensorRT system package is installed without a version"
     what = """
-        Finds apt/yum/dnf installs of `cuda-*`, `libcudnn*`, `libnccl*`,
-        `tensorrt*` and `libnvinfer*` without a version. Pinned (`pkg=1.2.3-1`),
-        versions from an `ENV`/`ARG`, and names that carry their CUDA series
-        (`cuda-toolkit-12-4`) are fine; driver packages are GL401's.
+        Finds apt/yum/dnf installs of `cuda-*`, `libcudnn*`/`cudnn*`, `libnccl*`,
+        `tensorrt*` and `libnvinfer*` without a version. Pinned (`pkg=1.2.3-1`,
+        `pkg-1.2.3` for yum/dnf), versions from an `ENV`/`ARG`, and names that
+        carry their CUDA series (`cuda-toolkit-12-4`) are fine; driver packages
+        are GL401's, `cuda-compat-*` is forward compatibility.
     """
     why = """
         NVIDIA's repositories move these packages forward under the same name:
@@ -392,13 +967,17 @@ class UnpinnedCudaAptPackage(Rule):
                         continue
                     if "$" in spec.raw:
                         continue
+                    pin = f"{name}=<version>" if install.manager == "apt" else f"{name}-<version>"
                     yield self.finding(
                         ctx,
                         f"{cmd.name} installs {name} without a version: NVIDIA's repository moves it forward under "
-                        f"the same name; pin it ({name}=<version>) as NVIDIA's own Dockerfiles do",
+                        f"the same name; pin it ({pin}) as NVIDIA's own Dockerfiles do",
                         line=spec.word.line,
                         column=spec.word.column,
                     )
+
+
+# -- GL206 -------------------------------------------------------------------------------------
 
 
 @register
@@ -411,9 +990,11 @@ class UnpinnedPythonPackage(Rule):
     summary = "A Python package is installed without a pin"
     what = """
         Finds pip installs of any other package (frameworks and kernels have
-        GL201/GL202) without an exact pin, like hadolint's DL3013. Requirements
-        files that pin are fine; local paths and editable installs are not
-        judged. Off by default.
+        GL201/GL202) without an exact pin, like hadolint's DL3013 - also in the
+        requirements files the Dockerfile installs (reported at their line).
+        Packages pinned by a constraints file are fine; local paths, editable
+        installs and pip/setuptools/wheel/uv themselves are not judged. Off by
+        default.
     """
     why = """
         Unpinned dependencies make two builds of the same commit differ.
@@ -432,6 +1013,8 @@ class UnpinnedPythonPackage(Rule):
                 spec = item.spec
                 name = spec.name
                 if spec.kind != "requirement" or spec.pinned or not name:
+                    continue
+                if name in item.constraint_versions:
                     continue
                 if (
                     name in frameworks

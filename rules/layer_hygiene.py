@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
+from gpulint.buildcontext import workdir_at
 from gpulint.context import LintContext
-from gpulint.dockerfile import Instruction
+from gpulint.contextfiles import copy_sources
+from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
+from gpulint.installers import Install
 from gpulint.rule import Rule, make_fix, register
 from gpulint.rules.layering import _append_edit, _insert_after_word, cache_mount_targets
 from gpulint.shell import Command
 
 _BUILD_TOOL_RE = re.compile(
     r"^(build-essential|gcc(-\d+)?|g\+\+(-\d+)?|clang(-\d+)?|make|cmake|ninja-build|autoconf|automake|libtool"
-    r"|gfortran|cuda-nvcc(-\d+-\d+)?|cuda-toolkit(-\d+(-\d+)?)?|[a-z0-9.+-]+-dev|[a-z0-9.+-]+-devel|gcc-c\+\+|devtoolset-\d+)$"
+    r"|gfortran|cuda-nvcc(-\d+-\d+)?|cuda-toolkit(-\d+(-\d+)?)?|[a-z0-9.+-]+-dev|[a-z0-9.+-]+-devel|gcc-c\+\+"
+    r"|devtoolset-\d+|[a-z0-9.+-]+-dev-cuda-\d+(-\d+)?)$"
 )
 _CONDA_PKGS = (
     "/opt/conda/pkgs",
@@ -24,6 +30,37 @@ _CONDA_PKGS = (
     "/opt/micromamba/pkgs",
     "/opt/mamba/pkgs",
 )
+_CONDA_TOOLS = ("conda", "mamba", "micromamba")
+_TRUE_WORDS = frozenset({"y", "yes", "t", "true", "on", "1"})
+
+
+def _verb(values: list[str], value_options: tuple[str, ...] = ("-o", "-c", "-t")) -> tuple[int, str] | None:
+    """The index and text of a package manager's verb: the first word that is neither an option
+    nor an option's value (``apt-get -y -o X=1 install``)."""
+    for i, value in enumerate(values):
+        if value.startswith("-"):
+            continue
+        if i > 0 and values[i - 1] in value_options:
+            continue
+        return i, value
+    return None
+
+
+def _disables_recommends(ctx: LintContext, instr: Instruction) -> bool:
+    """Does this instruction write ``APT::Install-Recommends "0"`` (or false) into apt's config?"""
+    texts: list[str] = []
+    if instr.keyword == "RUN":
+        for cmd in ctx.commands(instr):
+            targets = [r.target for r in cmd.redirects] + (cmd.arg_values if cmd.name == "tee" else [])
+            if any(t.startswith("/etc/apt/apt.conf") for t in targets):
+                texts.append(cmd.text + (cmd.stdin or ""))
+    elif instr.keyword in ("COPY", "ADD") and instr.heredocs:
+        words = instr.args.split()
+        if words and words[-1].startswith("/etc/apt/apt.conf"):
+            texts.extend(h.body for h in instr.heredocs)
+    return any(
+        re.search(r"install-recommends\W+(\"|')?(0|false|no|off)\b", text, re.I) is not None for text in texts
+    )
 
 
 @register
@@ -34,9 +71,11 @@ class AptNoInstallRecommends(Rule):
     fix_safety = FixSafety.SAFE
     summary = "apt-get install without --no-install-recommends"
     what = """
-        Finds `apt-get install` (and `apt install`) without
-        `--no-install-recommends` (or `-o APT::Install-Recommends=false`) in the
-        shipped stage.
+        Finds `apt-get install` (and `apt install`) in the shipped stage without
+        `--no-install-recommends` (or `-o APT::Install-Recommends=false`/`=0`).
+        Not reported after an earlier `RUN` of the image wrote
+        `APT::Install-Recommends "0";` into `/etc/apt/apt.conf.d/`, nor in builder
+        stages whose layers are not shipped.
     """
     why = """
         Recommended packages are pulled in by default: documentation, X11
@@ -51,41 +90,79 @@ class AptNoInstallRecommends(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for stage in ctx.shipped_stages():
-            for _, cmd, install in ctx.stage_installs(stage):
-                if install.manager != "apt" or cmd.name not in ("apt-get", "apt"):
-                    continue
-                if install.has("--no-install-recommends"):
-                    continue
-                if any(
-                    "Install-Recommends" in v and v.rstrip().lower().endswith(("false", "0", '"0"'))
-                    for v in install.options.get("-o", [])
-                ):
-                    continue
-                verb = next((w for w in cmd.args if w.value == "install"), None)
-                edit = _insert_after_word(ctx, verb, "--no-install-recommends") if verb else None
-                yield self.finding(
-                    ctx,
-                    f"`{cmd.name} install` without --no-install-recommends also installs recommended packages "
-                    "(often hundreds of MB); add --no-install-recommends",
-                    line=cmd.line,
-                    column=cmd.argv[0].column,
-                    fix=make_fix("add --no-install-recommends", FixSafety.SAFE, edit) if edit else None,
-                )
+        configured = False
+        for stage in reversed(ctx.shipped_stages()):
+            for instr in stage.instructions:
+                if not configured:
+                    for cmd, install in ctx.installs(instr):
+                        if install.manager == "apt" and cmd.name in ("apt-get", "apt"):
+                            yield from self._install(ctx, cmd, install)
+                configured = configured or _disables_recommends(ctx, instr)
+
+    def _install(self, ctx: LintContext, cmd: Command, install: Install) -> Iterator[Finding]:
+        if install.has("--no-install-recommends"):
+            return
+        options = install.options.get("-o", []) + install.options.get("--option", [])
+        if any(
+            "install-recommends" in v.lower()
+            and v.rstrip().strip("\"'").lower().endswith(("false", "0", "no", "off"))
+            for v in options
+        ):
+            return
+        verb = next((w for w in cmd.args if w.value == "install"), None)
+        edit = _insert_after_word(ctx, verb, "--no-install-recommends") if verb else None
+        yield self.finding(
+            ctx,
+            f"`{cmd.name} install` without --no-install-recommends also installs recommended packages "
+            "(often hundreds of MB); add --no-install-recommends",
+            line=cmd.line,
+            column=cmd.argv[0].column,
+            fix=make_fix("add --no-install-recommends", FixSafety.SAFE, edit) if edit else None,
+        )
+
+
+# -- GL504 -------------------------------------------------------------------------------------
 
 
 def _cleans_conda(cmd: Command) -> bool:
-    if cmd.name not in ("conda", "mamba", "micromamba"):
+    if cmd.name not in _CONDA_TOOLS:
         return False
     values = cmd.arg_values
-    if not values or values[0] != "clean":
+    found = _verb(values)
+    if found is None or found[1] != "clean":
         return False
-    flags = "".join(v for v in values[1:] if v.startswith("-") and not v.startswith("--"))
+    rest = values[found[0] + 1 :]
+    flags = "".join(v[1:] for v in rest if v.startswith("-") and not v.startswith("--"))
     return (
-        "--all" in values
+        "--all" in rest
         or "a" in flags
-        or ("--packages" in values and "--tarballs" in values)
-        or ("p" in flags and "t" in flags)
+        or (("--packages" in rest or "p" in flags) and ("--tarballs" in rest or "t" in flags))
+    )
+
+
+def _conda_installs(cmd: Command) -> bool:
+    """conda/mamba/micromamba commands that download packages: install/create/update, env create/update."""
+    if cmd.name not in _CONDA_TOOLS:
+        return False
+    words = [v for v in cmd.arg_values if not v.startswith("-")]
+    if not words:
+        return False
+    if words[0] == "env":
+        return len(words) > 1 and words[1] in ("create", "update")
+    return words[0] in ("install", "create", "update", "upgrade")
+
+
+def _conda_pkgs_mounted(instr: Instruction, cmd: Command) -> bool:
+    mounts = cache_mount_targets(instr)
+    if not mounts:
+        return False
+    pkgs_dirs = [*_CONDA_PKGS]
+    for name in ("CONDA_PKGS_DIRS", "MAMBA_ROOT_PREFIX", "CONDA_PREFIX"):
+        value = cmd.assignments.get(name) or instr.scope.get(name)
+        if value:
+            pkgs_dirs.extend(v if name == "CONDA_PKGS_DIRS" else f"{v}/pkgs" for v in value.split(","))
+    return any(
+        t in pkgs_dirs or t.endswith("/pkgs") or t in ("/opt/conda", "/opt/micromamba") for t in mounts
     )
 
 
@@ -97,10 +174,13 @@ class CondaCacheKept(Rule):
     fix_safety = FixSafety.SAFE
     summary = "conda/mamba keeps its package cache in a shipped layer"
     what = """
-        Finds conda, mamba and micromamba installs in the shipped stage without a
-        clean of the package cache in the same `RUN` (`clean -afy`,
-        `clean --all --yes`, `clean -a -y`, ...) and without a cache mount on the
-        pkgs directory.
+        Finds conda, mamba and micromamba installs (`install`, `create`, `update`,
+        `env create`, `env update`) in the shipped stage without a clean of the
+        package cache later in the same `RUN` (`clean -afy`, `clean --all --yes`,
+        `clean -a -y`, `clean -tp`, ...) and without a cache mount on the pkgs
+        directory (`/opt/conda/pkgs`, `$CONDA_PKGS_DIRS`, ...). A clean in another
+        `RUN`, or before the install, does not count: the earlier layer keeps the
+        files.
     """
     why = """
         conda keeps every downloaded tarball and its extracted copy in the pkgs
@@ -118,78 +198,228 @@ class CondaCacheKept(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.shipped_stages():
             for instr in stage.instructions:
-                installs = [(c, i) for c, i in ctx.installs(instr) if i.manager == "conda"]
+                commands = ctx.commands(instr)
+                installs = [i for i, c in enumerate(commands) if _conda_installs(c)]
                 if not installs:
                     continue
-                mounts = cache_mount_targets(instr)
-                if any(t in _CONDA_PKGS or t.endswith("/pkgs") for t in mounts):
+                last = installs[-1]
+                cmd = commands[installs[0]]
+                if _conda_pkgs_mounted(instr, cmd):
                     continue
-                if any(_cleans_conda(c) for c in ctx.commands(instr)):
+                if any(_cleans_conda(c) for c in commands[last + 1 :]):
                     continue
-                cmd, _ = installs[0]
                 clean = (
                     f"{cmd.name} clean -afy" if cmd.name != "micromamba" else "micromamba clean --all --yes"
                 )
                 edit = _append_edit(instr, f" && {clean}")
+                verbs = [v for v in cmd.arg_values if not v.startswith("-")][
+                    : 2 if "env" in cmd.arg_values[:2] else 1
+                ]
                 yield self.finding(
                     ctx,
-                    f"`{cmd.name} install` keeps downloaded packages in the pkgs cache of this layer (gigabytes for "
-                    f"CUDA packages); add `&& {clean}` to the same RUN or use a cache mount",
+                    f"`{' '.join([cmd.name, *verbs])}` keeps downloaded packages in the pkgs cache of "
+                    f"this layer (gigabytes for CUDA packages); add `&& {clean}` at the end of the same RUN or use a "
+                    "cache mount",
                     line=cmd.line,
                     column=cmd.argv[0].column,
                     fix=make_fix(f"append `&& {clean}`", FixSafety.SAFE, edit) if edit else None,
                 )
 
 
-def _created_paths(ctx: LintContext, instr: Instruction) -> list[str]:
-    """Absolute paths an instruction creates (best effort)."""
-    from gpulint.buildcontext import workdir_at
+# -- GL505 -------------------------------------------------------------------------------------
 
-    stage = ctx.stage_of(instr)
-    workdir = workdir_at(stage, instr) if stage else "/"
 
-    def absolute(path: str) -> str:
-        return posixpath.normpath(posixpath.join(workdir, path))
+@dataclass
+class Created:
+    path: str
+    origin: Instruction
+    contents: bool  # the layer holds files below ``path`` (a copy, a clone), not just the directory
 
-    out: list[str] = []
-    if instr.keyword in ("COPY", "ADD") and not instr.heredocs:
-        from gpulint.rules.secrets import _sources
 
-        sources = _sources(instr)
-        argv = instr.exec_form or instr.args.split()
-        dest = instr.expand(argv[-1]).text if argv else ""
-        if dest:
-            dest_abs = absolute(dest)
-            if dest.endswith("/") or len(sources) > 1:
-                out.extend(
-                    posixpath.join(dest_abs, posixpath.basename(s.rstrip("/")))
-                    for s in sources
-                    if s not in (".", "./")
-                )
-            out.append(dest_abs)
-        return out
+def _clean_path(path: str) -> str:
+    path = path.strip().strip("\"'")
+    return posixpath.normpath(path) if path else path
+
+
+def _absolute(cwd: str, path: str) -> str:
+    return _clean_path(posixpath.join(cwd, path))
+
+
+def _is_disabled(value: str | None) -> bool:
+    return (value or "").strip().lower() in _TRUE_WORDS
+
+
+def _cmd_env(instr: Instruction, cmd: Command, name: str) -> str | None:
+    return cmd.assignments.get(name) or instr.scope.get(name)
+
+
+def _run_creates(ctx: LintContext, stage: Stage, instr: Instruction) -> list[Created]:
+    """Paths a RUN leaves in its layer (best effort): downloads, clones, caches, mkdir/touch/cp."""
+    mounts = cache_mount_targets(instr)
+    cwd = workdir_at(stage, instr)
+    created: list[Created] = []
+
+    def add(path: str, contents: bool = True) -> None:
+        if "$" in path or not path:
+            return
+        path = _absolute(cwd, path)
+        if any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts if m.startswith("/")):
+            return  # a cache/tmpfs mount: not in the layer
+        created.append(Created(path, instr, contents))
+
     for cmd in ctx.commands(instr):
         values = cmd.arg_values
-        if cmd.name in ("apt-get", "apt") and "update" in values[:3]:
-            out.append("/var/lib/apt/lists")
-        elif cmd.name in ("wget", "curl"):
-            for flag in ("-O", "-o", "--output", "--output-document"):
-                if flag in values and values.index(flag) + 1 < len(values):
-                    out.append(absolute(values[values.index(flag) + 1]))
-        elif cmd.name == "git" and values[:1] == ["clone"]:
-            positional = [v for v in values[1:] if not v.startswith("-")]
-            if len(positional) >= 2:
-                out.append(absolute(positional[1]))
-            elif positional:
-                out.append(absolute(positional[0].rstrip("/").split("/")[-1].removesuffix(".git")))
-        elif (
-            re.match(r"^pip[\d.]*$", cmd.name)
-            and values[:1] == ["install"]
-            and "--no-cache-dir" not in values
+        name = cmd.name
+        if name == "cd" and values:
+            cwd = _absolute(cwd, values[-1])
+        elif name in ("apt-get", "apt") and (found := _verb(values)) is not None and found[1] == "update":
+            add("/var/lib/apt/lists")
+        elif name == "wget":
+            url = next((v for v in values if v.startswith(("http://", "https://", "ftp://"))), None)
+            output = _flag_value(values, "-O", "--output-document")
+            prefix = _flag_value(values, "-P", "--directory-prefix")
+            if output and output != "-":
+                add(output)
+            elif url:
+                add(posixpath.join(prefix or ".", posixpath.basename(url.split("?", 1)[0]) or "index.html"))
+        elif name == "curl":
+            output = _flag_value(values, "-o", "--output")
+            if output and output != "-":
+                add(output)
+            elif "-O" in values or "--remote-name" in values:
+                url = next((v for v in values if v.startswith(("http://", "https://"))), None)
+                if url:
+                    add(posixpath.basename(url.split("?", 1)[0]))
+        elif name == "git":
+            from gpulint.rules.kernel_pins import parse_git_clone
+
+            clone = parse_git_clone(cmd)
+            if clone is not None:
+                add(clone.directory)
+        elif name in ("cp", "mv", "unzip", "tar"):
+            dest = None
+            if name in ("cp", "mv"):
+                operands = [v for v in values if not v.startswith("-")]
+                dest = operands[-1] if len(operands) >= 2 else None
+            elif name == "unzip":
+                dest = _flag_value(values, "-d")
+            elif any(v.startswith("-") and "x" in v for v in values) or (values and "x" in values[0]):
+                dest = _flag_value(values, "-C", "--directory")
+            if dest:
+                add(dest, contents=name != "tar" and name != "unzip")
+        elif re.match(r"^pip[\d.]*$", name) or (
+            re.match(r"^python[\d.]*$", name) and values[:2] == ["-m", "pip"]
         ):
-            out.append("/root/.cache/pip")
-        elif cmd.name in ("conda", "mamba") and values[:1] in (["install"], ["create"]):
-            out.extend(_CONDA_PKGS[:2])
+            args = values[2:] if values[:2] == ["-m", "pip"] else values
+            if args[:1] in (["install"], ["wheel"], ["download"]) and not (
+                "--no-cache-dir" in args or _pip_cache_off(instr, cmd)
+            ):
+                add(_flag_value(args, "--cache-dir") or "/root/.cache/pip")
+        elif (name == "uv" and values[:2] in (["pip", "install"], ["pip", "sync"])) or (
+            name == "uv" and values[:1] == ["sync"]
+        ):
+            if "--no-cache" not in values and not _is_disabled(_cmd_env(instr, cmd, "UV_NO_CACHE")):
+                add(_cmd_env(instr, cmd, "UV_CACHE_DIR") or "/root/.cache/uv")
+        elif _conda_installs(cmd) and not _conda_pkgs_mounted(instr, cmd):
+            for path in _CONDA_PKGS[:2]:
+                add(path)
+    # what the same RUN removes again is not in its layer
+    return [c for c in created if not _removed_by(ctx.commands(instr), c.path, workdir_at(stage, instr))]
+
+
+def _pip_cache_off(instr: Instruction, cmd: Command) -> bool:
+    value = _cmd_env(instr, cmd, "PIP_NO_CACHE_DIR")
+    return value is not None and value.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def _flag_value(values: list[str], *flags: str) -> str | None:
+    """The value of an option: ``-o F``, ``-oF``, ``--output=F``, or a short-flag cluster ending in
+    the letter (``curl -fsSLo F``, ``wget -qO F``)."""
+    for i, value in enumerate(values):
+        for flag in flags:
+            if value == flag and i + 1 < len(values):
+                return values[i + 1]
+            if (
+                len(flag) == 2
+                and re.fullmatch(r"-[A-Za-z]{2,}", value)
+                and value.endswith(flag[1])
+                and i + 1 < len(values)
+            ):
+                return values[i + 1]
+            if flag.startswith("--") and value.startswith(flag + "="):
+                return value.split("=", 1)[1]
+            if (
+                not flag.startswith("--")
+                and value.startswith(flag)
+                and len(value) > len(flag)
+                and len(flag) == 2
+            ):
+                return value[2:]
+    return None
+
+
+def _rm_targets(cmd: Command, cwd: str) -> list[tuple[str, str]]:
+    """(as written, absolute) for each operand of an ``rm``."""
+    if cmd.name != "rm":
+        return []
+    out = []
+    for value in cmd.arg_values:
+        if value.startswith("-") or "$" in value or not value.strip():
+            continue
+        out.append((value, _absolute(cwd, value)))
+    return out
+
+
+def _matches(created: str, target: str, contents: bool) -> bool:
+    """Does removing ``target`` (a path or glob) remove something of ``created``?"""
+    if any(c in target for c in "*?["):
+        if fnmatch.fnmatchcase(created, target):
+            return True
+        # `rm -rf /opt/x/*`: the contents of a created directory
+        base = target.split("*", 1)[0].split("?", 1)[0].split("[", 1)[0].rstrip("/")
+        return bool(base) and (created == base or created.startswith(base + "/")) and contents
+    if target == "/":
+        return False
+    return (
+        created == target
+        or created.startswith(target + "/")
+        or (contents and target.startswith(created + "/"))
+    )
+
+
+def _removed_by(commands: list[Command], path: str, workdir: str) -> bool:
+    cwd = workdir
+    for cmd in commands:
+        if cmd.name == "cd" and cmd.arg_values:
+            cwd = _absolute(cwd, cmd.arg_values[-1])
+        for _, target in _rm_targets(cmd, cwd):
+            if any(c in target for c in "*?["):
+                base = re.split(r"[*?\[]", target, maxsplit=1)[0].rstrip("/")
+                if fnmatch.fnmatchcase(path, target) or path == base:
+                    return True  # `rm -rf /var/lib/apt/lists/*`: what the RUN created there is gone
+            elif path == target or path.startswith(target.rstrip("/") + "/"):
+                return True
+    return False
+
+
+def _copy_creates(ctx: LintContext, stage: Stage, instr: Instruction) -> list[Created]:
+    if instr.heredocs:
+        return []
+    sources = copy_sources(instr)
+    argv = instr.exec_form or instr.args.split()
+    if len(argv) < 2:
+        return []
+    dest = instr.expand(argv[-1]).text
+    if "$" in dest:
+        return []
+    dest_abs = _absolute(workdir_at(stage, instr), dest)
+    out = [Created(dest_abs, instr, True)]
+    if dest.endswith("/") or len(sources) > 1:
+        for source in sources:
+            if source.rstrip("/") not in (".", "") and not source.startswith(("http://", "https://")):
+                out.append(
+                    Created(posixpath.join(dest_abs, posixpath.basename(source.rstrip("/"))), instr, True)
+                )
     return out
 
 
@@ -201,9 +431,14 @@ class DeletedInLaterLayer(Rule):
     fix_safety = FixSafety.SUGGEST
     summary = "A RUN rm deletes files an earlier layer added: no bytes are saved"
     what = """
-        In the shipped stage, finds `rm` of paths that an earlier `COPY`/`ADD` or
-        `RUN` of the same stage created (a downloaded archive, a cloned
-        repository, the apt lists of an earlier `apt-get update`, the pip cache).
+        In the shipped stage (and the stages it is built `FROM`), finds `rm` of
+        paths that an earlier `COPY`/`ADD` or `RUN` created: a downloaded file
+        (`wget -O`, `curl -o`, `ADD <url>`), a cloned repository, an extracted
+        archive's directory, `cp`/`mv` targets, the apt lists of an
+        earlier `apt-get update`, the pip/uv/conda caches of an earlier install.
+        Relative paths are resolved against `WORKDIR` and `cd`. Files removed in
+        the same `RUN` that creates them, and files under a `RUN --mount=type=cache`
+        target, never reach a layer and are not reported.
     """
     why = """
         Layers are additive: deleting in a later layer hides the files but the
@@ -222,30 +457,44 @@ class DeletedInLaterLayer(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for stage in ctx.shipped_stages():
-            created: list[tuple[str, Instruction]] = []
+        created: list[Created] = []
+        for stage in reversed(ctx.shipped_stages()):
             for instr in stage.instructions:
-                for cmd in ctx.commands(instr):
-                    if cmd.name != "rm":
-                        continue
-                    for target in (v for v in cmd.arg_values if not v.startswith("-")):
-                        clean = target.rstrip("/*").rstrip("/") or "/"
-                        if not clean.startswith("/") or clean in ("/", "/tmp", "/var", "/root"):
-                            continue
-                        for path, origin in created:
-                            if origin is instr:
-                                continue
-                            if path == clean or path.startswith(clean + "/") or clean.startswith(path + "/"):
-                                yield self.finding(
-                                    ctx,
-                                    f"`rm {target}` deletes what line {origin.line} ({origin.keyword}) added in an earlier "
-                                    "layer: the bytes stay in that layer and are still pulled; delete in the same RUN "
-                                    "that creates them",
-                                    line=cmd.line,
-                                    column=cmd.argv[0].column,
-                                )
-                                break
-                created.extend((p, instr) for p in _created_paths(ctx, instr))
+                if instr.keyword == "RUN":
+                    yield from self._removals(ctx, stage, instr, created)
+                    created.extend(_run_creates(ctx, stage, instr))
+                elif instr.keyword in ("COPY", "ADD"):
+                    created.extend(_copy_creates(ctx, stage, instr))
+
+    def _removals(
+        self, ctx: LintContext, stage: Stage, instr: Instruction, created: list[Created]
+    ) -> Iterator[Finding]:
+        cwd = workdir_at(stage, instr)
+        for cmd in ctx.commands(instr):
+            if cmd.name == "cd" and cmd.arg_values:
+                cwd = _absolute(cwd, cmd.arg_values[-1])
+                continue
+            for written, target in _rm_targets(cmd, cwd):
+                origin = next((c for c in reversed(created) if _matches(c.path, target, c.contents)), None)
+                if origin is None:
+                    continue
+                source = origin.origin
+                hint = (
+                    "; copy only what the image needs (or use RUN --mount=type=bind for files needed only to build)"
+                    if source.keyword in ("COPY", "ADD")
+                    else "; delete in the same RUN that creates them"
+                )
+                yield self.finding(
+                    ctx,
+                    f"`rm {written}` deletes what line {source.line} ({source.keyword}) added in an earlier layer: "
+                    f"the bytes stay in that layer and are still pulled{hint}",
+                    line=cmd.line,
+                    column=cmd.argv[0].column,
+                )
+                break
+
+
+# -- GL506 -------------------------------------------------------------------------------------
 
 
 def _installs_dependencies(ctx: LintContext, instr: Instruction) -> bool:
@@ -257,7 +506,9 @@ def _installs_dependencies(ctx: LintContext, instr: Instruction) -> bool:
         if install.manager == "pip" and any(p.kind == "requirement" for p in install.packages):
             return True
     return any(
-        c.name in ("npm", "yarn", "poetry") and c.arg_values[:1] in (["ci"], ["install"])
+        (c.name in ("npm", "yarn", "pnpm") and c.arg_values[:1] in (["ci"], ["install"]))
+        or (c.name == "poetry" and c.arg_values[:1] == ["install"])
+        or (c.name in _CONDA_TOOLS and _conda_installs(c))
         for c in ctx.commands(instr)
     )
 
@@ -271,7 +522,9 @@ class CacheBustingCopy(Rule):
     summary = "COPY . comes before the dependency installs"
     what = """
         Finds `COPY . <dest>` (the whole context) followed, in the same stage, by
-        dependency installs (pip -r, apt, conda, npm).
+        dependency installs (pip -r or named packages, apt, conda, npm, poetry).
+        Installing the project itself (`pip install .`, `pip install -e .`) after
+        the copy is fine.
     """
     why = """
         Any change to any file - a README, a notebook - invalidates the COPY layer
@@ -291,13 +544,11 @@ class CacheBustingCopy(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        from gpulint.rules.secrets import _sources
-
         for stage in ctx.stages:
             for index, instr in enumerate(stage.instructions):
                 if instr.keyword not in ("COPY", "ADD") or instr.flag("from") is not None or instr.heredocs:
                     continue
-                if not any(s in (".", "./") for s in _sources(instr)):
+                if not any(s in (".", "./") for s in copy_sources(instr)):
                     continue
                 later = next(
                     (i for i in stage.instructions[index + 1 :] if _installs_dependencies(ctx, i)), None
@@ -311,6 +562,21 @@ class CacheBustingCopy(Rule):
                     )
 
 
+# -- GL507 -------------------------------------------------------------------------------------
+
+
+def _removed_packages(commands: list[Command]) -> set[str]:
+    out: set[str] = set()
+    for cmd in commands:
+        if cmd.name not in ("apt-get", "apt", "yum", "dnf", "microdnf"):
+            continue
+        found = _verb(cmd.arg_values)
+        if found is None or found[1] not in ("purge", "remove", "autoremove", "erase"):
+            continue
+        out.update(v.split("=", 1)[0] for v in cmd.arg_values[found[0] + 1 :] if not v.startswith("-"))
+    return out
+
+
 @register
 class BuildToolsShipped(Rule):
     code = "GL507"
@@ -320,8 +586,9 @@ class BuildToolsShipped(Rule):
     summary = "Compilers and -dev packages are installed in the shipped stage"
     what = """
         Finds apt/yum installs of compilers and headers (`build-essential`, gcc,
-        g++, cmake, ninja-build, `*-dev`/`*-devel` packages, nvcc) in the shipped
-        stage that are not removed in the same RUN.
+        g++, cmake, ninja-build, `*-dev`/`*-devel` packages, `*-dev-cuda-12`,
+        nvcc) in the shipped stage that are not purged/removed in the same RUN.
+        Builder stages that are only copied from are not reported.
     """
     why = """
         They are needed to build wheels, not to run them: hundreds of MB (with
@@ -345,14 +612,7 @@ class BuildToolsShipped(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.shipped_stages():
             for instr in stage.instructions:
-                commands = ctx.commands(instr)
-                removed = {
-                    v
-                    for c in commands
-                    if c.name in ("apt-get", "apt", "yum", "dnf")
-                    and c.arg_values[:1] in (["purge"], ["remove"], ["autoremove"])
-                    for v in c.arg_values[1:]
-                }
+                removed = _removed_packages(ctx.commands(instr))
                 for cmd, install in ctx.installs(instr):
                     if install.manager not in ("apt", "yum"):
                         continue
@@ -373,6 +633,8 @@ class BuildToolsShipped(Rule):
                             column=cmd.argv[0].column,
                         )
 
+
+# -- GL508 -------------------------------------------------------------------------------------
 
 _LARGE = frozenset(
     {
@@ -401,7 +663,7 @@ class ConsiderCacheMount(Rule):
     fix_safety = FixSafety.SUGGEST
     summary = "A large package install could use a BuildKit cache mount"
     what = """
-        Finds pip and conda installs of large GPU packages (torch, tensorflow,
+        Finds pip, uv and conda installs of large GPU packages (torch, tensorflow,
         jax, vllm, TensorRT...) or of requirements files without
         `RUN --mount=type=cache` on the package cache. Off by default.
     """
@@ -428,7 +690,12 @@ class ConsiderCacheMount(Rule):
                     large = [s.name for s in install.packages if s.name in _LARGE]
                     if large or install.requirement_files:
                         what = ", ".join(large) if large else "requirements"
-                        target = "/root/.cache/pip" if install.manager == "pip" else "/opt/conda/pkgs"
+                        if install.manager == "conda":
+                            target = "/opt/conda/pkgs"
+                        elif install.tool == "uv":
+                            target = "/root/.cache/uv"
+                        else:
+                            target = "/root/.cache/pip"
                         yield self.finding(
                             ctx,
                             f"`{cmd.name} install` of {what} downloads everything again on each rebuild; add "

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterator
 
 from gpulint.context import LintContext
-from gpulint.dockerfile import Instruction
+from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Edit, Finding, FixSafety, Severity
+from gpulint.installers import Install
 from gpulint.rule import Rule, make_fix, register
-from gpulint.shell import Command, Word
+from gpulint.shell import SHELLS, Command, Word
 
 APT_LISTS = "/var/lib/apt/lists"
-_PIP_CACHE_DIRS = ("/root/.cache/pip", "/root/.cache", "/root/.cache/uv", "/root/.cache/pip/")
+# what pip's and uv's env/config parsers accept as a boolean
+_BOOL_WORDS = frozenset({"y", "yes", "t", "true", "on", "1", "n", "no", "f", "false", "off", "0"})
+_TRUE_WORDS = frozenset({"y", "yes", "t", "true", "on", "1"})
+_MARKER_ONLY_RE = re.compile(r"^<<-?(?:\"[^\"\n]+\"|'[^'\n]+'|[A-Za-z_][A-Za-z0-9_.-]*)$")
 
 
 def cache_mount_targets(instr: Instruction) -> list[str]:
@@ -23,8 +28,15 @@ def cache_mount_targets(instr: Instruction) -> list[str]:
         if opts.get("type") in ("cache", "tmpfs"):
             target = opts.get("target") or opts.get("dst") or opts.get("destination")
             if target:
-                out.append(instr.expand(target).text.rstrip("/") or "/")
+                out.append(_norm(instr.expand(target).text))
     return out
+
+
+def _norm(path: str) -> str:
+    path = path.strip().strip("\"'")
+    if not path:
+        return ""
+    return posixpath.normpath(path).replace("//", "/") if path.startswith("/") else path.rstrip("/")
 
 
 def _append_edit(instr: Instruction, text: str) -> Edit | None:
@@ -36,6 +48,22 @@ def _append_edit(instr: Instruction, text: str) -> Edit | None:
     if not body or body.endswith(("\\", "&", ";", "|")) or "#" in body:
         return None
     return Edit(line, len(body) + 1, line, len(body) + 1, text)
+
+
+def _heredoc_append_edit(ctx: LintContext, instr: Instruction, line_text: str) -> Edit | None:
+    """For ``RUN <<EOF`` (the heredoc is the shell script): a line inserted before the terminator."""
+    if len(instr.heredocs) != 1 or not _MARKER_ONLY_RE.match(instr.args.strip()):
+        return None
+    heredoc = instr.heredocs[0]
+    first = heredoc.body.split("\n", 1)[0]
+    if not heredoc.terminated or (first.startswith("#!") and not any(s in first for s in SHELLS)):
+        return None
+    if heredoc.body.rstrip("\n").endswith("\\"):
+        return None
+    indent = (
+        "\t" if heredoc.strip_tabs and ctx.dockerfile.lines[heredoc.end_line - 1].startswith("\t") else ""
+    )
+    return Edit(heredoc.end_line, 1, heredoc.end_line, 1, f"{indent}{line_text}\n")
 
 
 def _insert_after_word(ctx: LintContext, word: Word, text: str) -> Edit | None:
@@ -60,10 +88,11 @@ class AptListsNotRemoved(Rule):
     summary = "A shipped layer runs apt-get update but keeps /var/lib/apt/lists"
     what = """
         Finds `RUN` instructions in the shipped stage that run `apt-get update` (or
-        `apt update`) and do not remove `/var/lib/apt/lists/*` in the same `RUN`.
-        A cache or tmpfs mount on `/var/lib/apt/lists` (or `/var/lib/apt`) counts
-        as clean. Builder stages that are only copied from are not reported: their
-        layers are not shipped.
+        `apt update`) and do not remove `/var/lib/apt/lists/*` after it in the same
+        `RUN` (a removal before the update does not count, nor does removing a
+        subdirectory such as `lists/partial`). A cache or tmpfs mount on
+        `/var/lib/apt/lists` (or `/var/lib/apt`) counts as clean. Builder stages
+        that are only copied from are not reported: their layers are not shipped.
     """
     why = """
         The package index is tens of megabytes that no container ever reads. A
@@ -84,20 +113,22 @@ class AptListsNotRemoved(Rule):
         for stage in ctx.shipped_stages():
             for instr in stage.instructions:
                 commands = ctx.commands(instr)
-                updates = [c for c in commands if _is_apt_update(c)]
+                updates = [i for i, c in enumerate(commands) if _is_apt_update(c)]
                 if not updates:
                     continue
                 if any(t in (APT_LISTS, "/var/lib/apt", "/var/lib") for t in cache_mount_targets(instr)):
                     continue
-                if any(_removes_lists(c) for c in commands):
+                if any(_removes_lists(c) for c in commands[updates[-1] + 1 :]):
                     continue
-                edit = _append_edit(instr, f" && rm -rf {APT_LISTS}/*")
+                edit = _append_edit(instr, f" && rm -rf {APT_LISTS}/*") or _heredoc_append_edit(
+                    ctx, instr, f"rm -rf {APT_LISTS}/*"
+                )
                 fix = (
-                    make_fix(f"append `&& rm -rf {APT_LISTS}/*` to this RUN", FixSafety.SAFE, edit)
+                    make_fix(f"remove {APT_LISTS}/* at the end of this RUN", FixSafety.SAFE, edit)
                     if edit
                     else None
                 )
-                first = updates[0]
+                first = commands[updates[0]]
                 yield self.finding(
                     ctx,
                     f"`{first.name} update` leaves the package lists ({APT_LISTS}, tens of MB) in this layer; "
@@ -109,18 +140,37 @@ class AptListsNotRemoved(Rule):
 
 
 def _is_apt_update(cmd: Command) -> bool:
-    return cmd.name in ("apt-get", "apt") and any(v == "update" for v in cmd.arg_values[:3])
+    if cmd.name not in ("apt-get", "apt"):
+        return False
+    values = cmd.arg_values
+    # the first word that is neither an option nor the value of `-o`/`-c`/`-t` is the verb
+    verbs = [
+        v
+        for i, v in enumerate(values)
+        if not v.startswith("-") and (i == 0 or values[i - 1] not in ("-o", "-c", "-t"))
+    ]
+    return bool(verbs) and verbs[0] == "update"
 
 
 def _removes_lists(cmd: Command) -> bool:
+    values = cmd.arg_values
     if cmd.name == "rm":
-        return any(
-            v.rstrip("/*").rstrip("/") in (APT_LISTS, "/var/lib/apt") or v.startswith(APT_LISTS)
-            for v in cmd.arg_values
-        )
+        return any(_clears_lists(v) for v in values if not v.startswith("-"))
     if cmd.name == "find":
-        return any(v.startswith(APT_LISTS) for v in cmd.arg_values) and "-delete" in cmd.arg_values
+        return "-delete" in values and any(_clears_lists(v) for v in values if v.startswith("/"))
     return False
+
+
+def _clears_lists(path: str) -> bool:
+    """``/var/lib/apt/lists/*``, ``/var/lib/apt/lists``, ``/var/lib/apt/*``...: the lists go."""
+    normalized = _norm(path)
+    if normalized in (APT_LISTS, "/var/lib/apt", "/var/lib", "/var"):
+        return True
+    stripped = re.sub(r"(/\*)+$", "", normalized)
+    if stripped != normalized and stripped in (APT_LISTS, "/var/lib/apt", "/var/lib", "/var"):
+        return True
+    # /var/lib/apt/lists/*_Packages* and the like still leave partial/ and lock: count them too
+    return normalized.startswith(APT_LISTS + "/") and normalized[len(APT_LISTS) + 1 :].startswith("*")
 
 
 @register
@@ -131,11 +181,15 @@ class PipCacheKept(Rule):
     fix_safety = FixSafety.SAFE
     summary = "pip/uv keeps its download cache in a shipped layer"
     what = """
-        Finds pip and `uv pip` installs in the shipped stage without
-        `--no-cache-dir` (uv: `--no-cache`), without `PIP_NO_CACHE_DIR` /
-        `UV_NO_CACHE` in the environment, without a cache mount on the cache
-        directory, and without a `pip cache purge` / `rm -rf /root/.cache/pip`
-        later in the same RUN.
+        Finds pip, `python -m pip`, `uv pip` and `uv sync` runs in the shipped stage
+        that keep their cache: without `--no-cache-dir` (uv: `--no-cache`), without
+        `PIP_NO_CACHE_DIR` / `UV_NO_CACHE` in the environment (pip treats any value,
+        even `0`, as "no cache"; uv needs a true one), without a cache or tmpfs mount
+        on the cache directory (`~/.cache/pip`, `~/.cache/uv`, `PIP_CACHE_DIR`,
+        `UV_CACHE_DIR`, `XDG_CACHE_HOME`), without `pip config set
+        global.no-cache-dir` earlier, and without a `pip cache purge` / `uv cache
+        clean` / `rm -rf ~/.cache/pip` later in the same RUN. Installs with
+        `--no-index` (local wheels only) download nothing and are not reported.
     """
     why = """
         pip keeps every wheel it downloaded in ~/.cache/pip. For GPU images that
@@ -156,38 +210,44 @@ class PipCacheKept(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.shipped_stages():
             for instr in stage.instructions:
-                installs = ctx.installs(instr)
-                if not installs:
+                if instr.keyword != "RUN":
                     continue
-                mounts = cache_mount_targets(instr)
-                if any(t in _PIP_CACHE_DIRS or t.startswith("/root/.cache") for t in mounts):
-                    continue
+                installs = {id(cmd): install for cmd, install in ctx.installs(instr)}
                 commands = ctx.commands(instr)
-                for cmd, install in installs:
-                    if install.manager != "pip":
+                for cmd in commands:
+                    install = installs.get(id(cmd))
+                    if install is not None and install.manager == "pip":
+                        is_uv = install.tool == "uv"
+                        if install.has("--no-index"):
+                            continue
+                        if install.has("--no-cache", "-n") if is_uv else install.has("--no-cache-dir"):
+                            continue
+                        verb = next((w for w in cmd.args if w.value in ("install", "sync")), None)
+                        label = _label(cmd, install)
+                        cache_dirs = install.options.get("--cache-dir") or []
+                        cache_dir: str | None = cache_dirs[-1] if cache_dirs else None
+                    elif _is_uv_sync(cmd):
+                        is_uv = True
+                        if any(v in ("--no-cache", "-n") for v in cmd.arg_values):
+                            continue
+                        verb = next((w for w in cmd.args if w.value == "sync"), None)
+                        label = "uv sync"
+                        cache_dir = _option_value(cmd, "--cache-dir")
+                    else:
                         continue
-                    is_uv = install.tool == "uv"
-                    if install.has("--no-cache", "-n") if is_uv else install.has("--no-cache-dir"):
+                    if _cache_disabled(ctx, stage, instr, cmd, is_uv):
                         continue
-                    env = dict(instr.scope)
-                    env.update(cmd.assignments)
-                    if _env_true(env.get("PIP_NO_CACHE_DIR")) and not is_uv:
+                    if _cache_mounted(instr, cmd, is_uv, cache_dir):
                         continue
-                    if _env_true(env.get("UV_NO_CACHE")) and is_uv:
-                        continue
-                    cache_dir = env.get("UV_CACHE_DIR" if is_uv else "PIP_CACHE_DIR")
-                    if cache_dir and any(cache_dir.rstrip("/") == t for t in mounts):
-                        continue
-                    if _purged_later(commands, cmd, is_uv):
+                    if _purged_later(commands, cmd, is_uv, cache_dir):
                         continue
                     flag = "--no-cache" if is_uv else "--no-cache-dir"
-                    verb = next((w for w in cmd.args if w.value in ("install", "sync")), None)
                     edit = _insert_after_word(ctx, verb, flag) if verb is not None else None
                     fix = make_fix(f"add {flag}", FixSafety.SAFE, edit) if edit else None
-                    tool = "uv pip" if is_uv else cmd.name
+                    where = "~/.cache/uv" if is_uv else "~/.cache/pip"
                     yield self.finding(
                         ctx,
-                        f"`{tool} install` keeps its download cache in the image (for torch and its CUDA wheels, "
+                        f"`{label}` keeps its download cache ({where}) in the image (for torch and its CUDA wheels, "
                         f"2-3 GB); add {flag}, set {'UV_NO_CACHE=1' if is_uv else 'PIP_NO_CACHE_DIR=1'}, "
                         "or use RUN --mount=type=cache",
                         line=cmd.line,
@@ -196,24 +256,122 @@ class PipCacheKept(Rule):
                     )
 
 
-def _env_true(value: str | None) -> bool:
-    if value is None:
+def _label(cmd: Command, install: Install) -> str:
+    verb = "sync" if any(w.value == "sync" for w in cmd.args[:3]) else "install"
+    if install.tool == "uv":
+        return f"uv pip {verb}"
+    if re.match(r"^python[\d.]*$", cmd.name):
+        return f"{cmd.name} -m pip {verb}"
+    return f"{cmd.name} {verb}"
+
+
+def _is_uv_sync(cmd: Command) -> bool:
+    if cmd.name != "uv":
         return False
-    return value.strip().lower() not in ("", "0", "false", "no")
+    words = [v for v in cmd.arg_values if not v.startswith("-")]
+    return bool(words) and words[0] == "sync"
 
 
-def _purged_later(commands: list[Command], cmd: Command, is_uv: bool) -> bool:
-    after = commands[commands.index(cmd) + 1 :] if cmd in commands else []
-    for later in after:
-        values = later.arg_values
-        if re.match(r"^pip\d?(\.\d+)?$", later.name) and values[:2] == ["cache", "purge"]:
+def _option_value(cmd: Command, option: str) -> str | None:
+    values = cmd.arg_values
+    for i, value in enumerate(values):
+        if value == option and i + 1 < len(values):
+            return values[i + 1]
+        if value.startswith(option + "="):
+            return value.split("=", 1)[1]
+    return None
+
+
+def _env(instr: Instruction, cmd: Command, name: str) -> str | None:
+    if name in cmd.assignments:
+        return cmd.assignments[name]
+    return instr.scope.get(name)
+
+
+def _cache_disabled(ctx: LintContext, stage: Stage, instr: Instruction, cmd: Command, is_uv: bool) -> bool:
+    if is_uv:
+        return (_env(instr, cmd, "UV_NO_CACHE") or "").strip().lower() in _TRUE_WORDS
+    value = _env(instr, cmd, "PIP_NO_CACHE_DIR")
+    # pip disables the cache for any valid boolean, "0" and "false" included (pip's cmdoptions)
+    if value is not None and value.strip().lower() in _BOOL_WORDS:
+        return True
+    return _pip_config_disables_cache(ctx, stage, instr)
+
+
+def _pip_config_disables_cache(ctx: LintContext, stage: Stage, instr: Instruction) -> bool:
+    """``pip config set global.no-cache-dir ...`` in an earlier RUN of the image."""
+    for item in stage.all_instructions():
+        if item is instr:
+            return False
+        if item.keyword != "RUN":
+            continue
+        for cmd in ctx.commands(item):
+            values = cmd.arg_values
+            if re.match(r"^python[\d.]*$", cmd.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
+                values = values[2:]
+            elif not re.match(r"^pip\d?(\.\d+)?$", cmd.name):
+                continue
+            words = [v for v in values if not v.startswith("-")]
+            if (
+                len(words) >= 4
+                and words[:2] == ["config", "set"]
+                and words[2].split(".", 1)[-1] == "no-cache-dir"
+                and words[3].lower() in _BOOL_WORDS
+            ):
+                return True
+    return False
+
+
+def _cache_dirs(instr: Instruction, cmd: Command, is_uv: bool, cache_dir: str | None) -> set[str]:
+    tool = "uv" if is_uv else "pip"
+    dirs = {
+        _norm(d) for d in (cache_dir, _env(instr, cmd, "UV_CACHE_DIR" if is_uv else "PIP_CACHE_DIR")) if d
+    }
+    xdg = _env(instr, cmd, "XDG_CACHE_HOME")
+    if xdg:
+        dirs.update({_norm(xdg), _norm(f"{xdg}/{tool}")})
+    home = _env(instr, cmd, "HOME")
+    if home:
+        dirs.update({_norm(f"{home}/.cache"), _norm(f"{home}/.cache/{tool}")})
+    return dirs
+
+
+def _cache_mounted(instr: Instruction, cmd: Command, is_uv: bool, cache_dir: str | None) -> bool:
+    mounts = cache_mount_targets(instr)
+    if not mounts:
+        return False
+    explicit = _cache_dirs(instr, cmd, is_uv, cache_dir)
+    tool = "uv" if is_uv else "pip"
+    for target in mounts:
+        if target in explicit:
             return True
-        if later.name == "uv" and (values[:1] == ["clean"] or values[:2] == ["cache", "clean"]):
-            return True
-        if later.name == "rm" and any(
-            v.rstrip("/*").rstrip("/")
-            in ("/root/.cache/pip", "/root/.cache", "~/.cache/pip", "~/.cache", "/root/.cache/uv")
-            for v in values
-        ):
+        if cache_dir is None and (target.endswith("/.cache") or target.endswith(f"/.cache/{tool}")):
             return True
     return False
+
+
+def _purged_later(commands: list[Command], cmd: Command, is_uv: bool, cache_dir: str | None) -> bool:
+    after = commands[commands.index(cmd) + 1 :] if cmd in commands else []
+    tool = "uv" if is_uv else "pip"
+    for later in after:
+        values = later.arg_values
+        if re.match(r"^python[\d.]*$", later.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
+            values = values[2:]
+            name = "pip"
+        else:
+            name = later.name
+        if not is_uv and re.match(r"^pip\d?(\.\d+)?$", name) and values[:2] == ["cache", "purge"]:
+            return True
+        if is_uv and name == "uv" and (values[:1] == ["clean"] or values[:2] == ["cache", "clean"]):
+            return True
+        if name == "rm" and any(_clears_cache(v, tool, cache_dir) for v in values if not v.startswith("-")):
+            return True
+    return False
+
+
+def _clears_cache(path: str, tool: str, cache_dir: str | None) -> bool:
+    normalized = re.sub(r"(/\*)+$", "", _norm(path))
+    if cache_dir is not None:
+        return normalized == _norm(cache_dir)
+    normalized = re.sub(r"^(\$\{?HOME\}?|~)(?=/)", "/root", normalized)
+    return normalized.endswith("/.cache") or normalized.endswith(f"/.cache/{tool}")

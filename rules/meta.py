@@ -2,11 +2,33 @@
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Iterator
 
 from gpulint.context import LintContext
+from gpulint.dockerfile import KNOWN_INSTRUCTIONS, Instruction
 from gpulint.finding import Finding, Severity
+from gpulint.pragmas import _PRAGMA_RE
 from gpulint.rule import Rule, register, selector_known
+
+# instructions Docker refuses without arguments, and what it says
+_NEEDS_ARGUMENT = {
+    "ARG": "ARG requires at least one argument",
+    "ENV": "ENV requires at least one argument",
+    "LABEL": "LABEL requires at least one argument",
+    "EXPOSE": "EXPOSE requires at least one argument",
+    "WORKDIR": "WORKDIR requires exactly one argument",
+    "USER": "USER requires exactly one argument",
+    "STOPSIGNAL": "STOPSIGNAL requires exactly one argument",
+    "VOLUME": "VOLUME requires at least one argument",
+    "ONBUILD": "ONBUILD requires at least one argument",
+}
+_UNKNOWN_RE = re.compile(r"^unknown instruction '([^']*)'$")
+# a comment that tries to be a gpulint directive
+_DIRECTIVE_ATTEMPT_RE = re.compile(
+    r"^\s*gpulint\s*:?\s*(ignore[-_]?file|ignore|disable[-_]?file|disable|noqa|skip|nolint|off)\b", re.I
+)
 
 
 @register
@@ -16,9 +38,12 @@ class ParseError(Rule):
     severity = Severity.ERROR
     summary = "The file cannot be read as a Dockerfile"
     what = """
-        Reports instructions Docker would refuse: an unknown instruction, a heredoc
-        that is never terminated, instructions before the first `FROM`, a `FROM`
-        without an image. One finding per problem, with the line.
+        Reports instructions Docker would refuse: an unknown instruction (with the
+        closest known one), a heredoc that is never terminated, instructions before
+        the first `FROM`, a `FROM` without an image, `COPY`/`ADD` without a
+        destination, `SHELL` not in JSON form, `WORKDIR`/`USER`/`ENV`/... without
+        arguments, and a file with no instructions at all. One finding per problem,
+        with the line.
     """
     why = """
         `docker build` stops at the first such line, usually after minutes of
@@ -37,8 +62,56 @@ class ParseError(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for problem in ctx.dockerfile.problems:
-            yield self.finding(ctx, problem.message, line=problem.line)
+        df = ctx.dockerfile
+        for problem in df.problems:
+            yield self.finding(ctx, _with_suggestion(problem.message), line=problem.line)
+        if not df.instructions:
+            yield self.finding(
+                ctx, "the file has no instructions: docker build refuses an empty Dockerfile", line=1
+            )
+        for instr in df.instructions:
+            message = _argument_problem(instr)
+            if message:
+                yield self.finding(ctx, message, instruction=instr)
+
+
+def _with_suggestion(message: str) -> str:
+    match = _UNKNOWN_RE.match(message)
+    if not match:
+        return message
+    close = difflib.get_close_matches(match.group(1).upper(), sorted(KNOWN_INSTRUCTIONS), n=1, cutoff=0.6)
+    return f"{message} (did you mean {close[0]}?)" if close else message
+
+
+def _argument_problem(instr: Instruction) -> str | None:
+    keyword = instr.keyword
+    args = instr.args.strip()
+    if keyword in ("COPY", "ADD"):
+        if instr.heredocs:
+            return None
+        argv = instr.exec_form
+        count = len(argv) if argv is not None else len(args.split())
+        if count < 2:
+            return (
+                f"{keyword} requires at least two arguments (sources and a destination), "
+                f"but {'none was' if count == 0 else 'only one was'} provided"
+            )
+        return None
+    if keyword == "SHELL":
+        if instr.exec_form is None:
+            return 'SHELL requires the arguments to be in JSON form: SHELL ["/bin/bash", "-c"]'
+        return None
+    if keyword in _NEEDS_ARGUMENT and not args:
+        return _NEEDS_ARGUMENT[keyword]
+    if keyword == "ENV":
+        first = args.split(None, 1)[0]
+        if "=" not in first and len(args.split(None, 1)) < 2:
+            return f"ENV {first} has no value: write ENV {first}=<value>"
+        if first.startswith("="):
+            return "ENV names can not be blank"
+    if keyword in ("USER", "STOPSIGNAL") and len(args.split()) > 1:
+        return f"{keyword} requires exactly one argument"
+    return None
 
 
 @register
@@ -71,8 +144,18 @@ class UnknownRuleInIgnore(Rule):
             for name in pragma.names:
                 if not selector_known(name):
                     yield self.finding(
-                        ctx, f"`{name}` in this {pragma.kind} pragma is not a gpulint rule", line=pragma.line
+                        ctx,
+                        f"`{name}` in this {pragma.kind} pragma is not a gpulint rule",
+                        line=pragma.line,
                     )
+        for line, text in ctx.dockerfile.comments:
+            if _DIRECTIVE_ATTEMPT_RE.match(text) and not _PRAGMA_RE.match(text):
+                yield self.finding(
+                    ctx,
+                    f"`#{text.rstrip()}` is not a gpulint pragma, so it suppresses nothing: write "
+                    "`# gpulint: ignore=CODE[,CODE] -- reason` (or `ignore-file=`)",
+                    line=line,
+                )
         config = ctx.config
         if config.source and config.source_text:
             lines = config.source_text.splitlines()
@@ -81,9 +164,13 @@ class UnknownRuleInIgnore(Rule):
                 names.extend(pattern_names)
             for name in dict.fromkeys(names):
                 if not selector_known(name):
-                    line = next((i + 1 for i, text in enumerate(lines) if name in text), 1)
+                    word = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
+                    line = next((i + 1 for i, text in enumerate(lines) if word.search(text)), 1)
                     yield self.finding(
-                        ctx, f"`{name}` in the config is not a gpulint rule", line=line, path=config.source
+                        ctx,
+                        f"`{name}` in the config is not a gpulint rule",
+                        line=line,
+                        path=config.source,
                     )
 
 

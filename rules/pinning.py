@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 from gpulint import data
 from gpulint.buildcontext import PipSources, conda_files, pip_sources
@@ -17,8 +18,8 @@ __all__ = ["PipSources", "UnpinnedFramework", "framework_names", "pip_sources"]
 
 # flags that make pip/uv replace an installed package instead of keeping it
 _REPLACING_FLAGS = ("-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed", "--reinstall")
-# conda names of packages whose pip distribution has another name (what `pip` sees installed)
-_CONDA_TO_PIP = {"pytorch": "torch", "pytorch-gpu": "torch", "tensorflow-gpu": "tensorflow"}
+# pip/uv options that choose where packages go: installs with other values are another environment
+_ENVIRONMENT_OPTIONS = ("--target", "-t", "--prefix", "--root", "--python", "-p", "--system")
 # conda packages whose versions have two parts, so `=X.Y` is exact
 _TWO_PART_VERSIONS = frozenset({"pytorch-cuda", "cudatoolkit", "cuda-version"})
 
@@ -104,7 +105,7 @@ class UnpinnedFramework(Rule):
         def is_framework(name: str | None) -> bool:
             return name is not None and (name in pip_names or name.startswith(pip_prefixes))
 
-        pinned_by_stage: dict[int, set[str]] = {}
+        pinned_by_stage: dict[int, set[tuple[tuple[str, ...], str]]] = {}
         for stage in ctx.stages:
             pinned = set(pinned_by_stage.get(id(stage.parent), set())) if stage.parent else set()
             for instr in stage.instructions:
@@ -123,13 +124,13 @@ class UnpinnedFramework(Rule):
                     elif install is not None and install.manager == "conda":
                         for spec in install.packages:
                             if spec.name in conda_names:
-                                finding = self._conda_spec(ctx, cmd, install, spec, pinned)
+                                finding = self._conda_spec(ctx, cmd, install, spec)
                                 if finding is not None:
                                     yield finding
                     for env_file in conda_files(ctx, stage, instr, cmd):
                         for spec in env_file.conda_specs:
                             if spec.name in conda_names:
-                                finding = self._conda_spec(ctx, cmd, install, spec, pinned)
+                                finding = self._conda_spec(ctx, cmd, install, spec)
                                 if finding is not None:
                                     yield finding
                         if env_file.pip is not None:
@@ -154,23 +155,21 @@ class UnpinnedFramework(Rule):
         install: Install | None,
         spec: PackageSpec,
         sources: PipSources,
-        pinned: set[str],
+        pinned: set[tuple[tuple[str, ...], str]],
     ) -> Finding | None:
         name = spec.name or spec.raw
         lost = lost_constraint(cmd, spec)
         tool = _tool(cmd, install)
         if lost:
             return self._report(ctx, spec, _lost_message(spec, lost, tool, name))
-        if spec.pinned:
-            pinned.add(name)
-            return None
-        if name in sources.constraint_pins:
-            pinned.add(name)
+        env = _environment(ctx, cmd, install)
+        if spec.pinned or name in sources.constraint_pins:
+            pinned.add((env, name))
             return None
         replacing = install is not None and install.has(*_REPLACING_FLAGS)
-        if name in pinned and not replacing:
-            return None  # already installed at a pinned version: pip keeps it
-        if name in pinned and replacing:
+        if (env, name) in pinned and not replacing:
+            return None  # already installed at a pinned version in this environment: pip keeps it
+        if (env, name) in pinned and replacing:
             flags = " ".join(f for f in _REPLACING_FLAGS if install is not None and install.has(f))
             return self._report(
                 ctx,
@@ -178,7 +177,7 @@ class UnpinnedFramework(Rule):
                 f"`{tool} install {flags}` of an unpinned {name} replaces the {name} pinned earlier in this image "
                 f"with the newest release (and its CUDA build); pin {name}==<version> here too",
             )
-        return self._report(ctx, spec, _unpinned_message(spec, name, conda=False))
+        return self._report(ctx, spec, _unpinned_message(ctx, spec, name, conda=False))
 
     # -- conda -----------------------------------------------------------------
     def _conda_spec(
@@ -187,7 +186,6 @@ class UnpinnedFramework(Rule):
         cmd: Command,
         install: Install | None,
         spec: PackageSpec,
-        pinned: set[str],
     ) -> Finding | None:
         name = spec.name or spec.raw
         lost = lost_constraint(cmd, spec)
@@ -203,15 +201,28 @@ class UnpinnedFramework(Rule):
                     f"`{spec.raw}` matches any {name} {fuzzy}.x release (conda's single `=` is a prefix match): "
                     f"the next patch release changes the build; pin the full version ({name}={fuzzy}.<patch>)",
                 )
-            pinned.add(_CONDA_TO_PIP.get(name, name))
             return None
-        return self._report(ctx, spec, _unpinned_message(spec, name, conda=True))
+        return self._report(ctx, spec, _unpinned_message(ctx, spec, name, conda=True))
 
     def _report(self, ctx: LintContext, spec: PackageSpec, message: str) -> Finding:
         column = spec.word.column
         if spec.source:
             return self.finding_at(spec.source, spec.word.line, message, column=column)
         return self.finding(ctx, message, line=spec.word.line, column=column)
+
+
+def _environment(ctx: LintContext, cmd: Command, install: Install | None) -> tuple[str, ...]:
+    """Which Python environment an install writes to, as far as the Dockerfile tells."""
+    program = cmd.argv[0].value if cmd.argv else ""
+    directory = program.rsplit("/", 1)[0] if "/" in program else ""
+    options = []
+    if install is not None:
+        for option in _ENVIRONMENT_OPTIONS:
+            for value in install.options.get(option, []):
+                options.append(f"{option}={value}")
+    instr = ctx.dockerfile.instruction_at(cmd.line)
+    scope = instr.scope if instr is not None else {}
+    return (directory, *sorted(options), scope.get("VIRTUAL_ENV") or "", scope.get("PATH") or "")
 
 
 def _tool(cmd: Command, install: Install | None) -> str:
@@ -242,9 +253,9 @@ def _lost_message(spec: PackageSpec, lost: str, tool: str, name: str, conda: boo
     )
 
 
-def _unpinned_message(spec: PackageSpec, name: str, conda: bool) -> str:
+def _unpinned_message(ctx: LintContext, spec: PackageSpec, name: str, conda: bool) -> str:
     pin = f"{name}=<version>" if conda else f"{name}==<version>"
-    where = f" (in {spec.source})" if spec.source else ""
+    where = f" (in {_context_relative(ctx, spec.source)})" if spec.source else ""
     if spec.kind == "vcs":
         return f"{name}{where} is installed from a git branch ({spec.raw}); pin a commit SHA or a release tag"
     if spec.kind == "url":
@@ -272,3 +283,13 @@ def _conda_prefix_pin(spec: PackageSpec) -> str | None:
     if spec.name in _TWO_PART_VERSIONS or not re.match(r"^\d+(\.\d+)?$", version):
         return None
     return version if version.count(".") < 2 else None
+
+
+def _context_relative(ctx: LintContext, source: str) -> str:
+    """A context file as the Dockerfile names it: ``requirements.txt``, not the full path."""
+    if ctx.context_dir is not None:
+        try:
+            return Path(source).resolve().relative_to(ctx.context_dir.resolve()).as_posix()
+        except (ValueError, OSError):
+            pass
+    return source

@@ -560,8 +560,10 @@ class CudaArchListMissing(Rule):
         preset: dict[str, list[str]] = data.load("base_images").get("preset_env", {})
         for stage in ctx.stages:
             info = ctx.base_info(stage)
-            if info is not None and info.framework and any(
-                v in ARCH_VARIABLES for v in preset.get(f"{info.family}/{info.framework}", [])
+            if (
+                info is not None
+                and info.framework
+                and any(v in ARCH_VARIABLES for v in preset.get(f"{info.family}/{info.framework}", []))
             ):
                 continue  # the base image sets the arch list (NGC PyTorch sets TORCH_CUDA_ARCH_LIST)
             for line, all_reasons in by_line(certain_compile_signals(ctx, [stage])):

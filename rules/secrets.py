@@ -83,9 +83,18 @@ def _pairs(instr: Instruction) -> list[tuple[str, str | None]]:
     return out
 
 
+def pattern_free(path: str) -> str:
+    """``path`` with a leading ``~/`` read as the home directory."""
+    return "/root/" + path[2:] if path.startswith("~/") else path
+
+
 def _credential_match(path: str) -> str | None:
-    patterns: list[str] = data.load("secrets")["credential_files"]
+    table = data.load("secrets")
+    patterns: list[str] = table["credential_files"]
     normalized = path.replace("\\", "/").rstrip("/")
+    base = posixpath.basename(normalized)
+    if any(fnmatch.fnmatchcase(base, p) for p in table["not_credential_files"]):
+        return None
     for pattern in patterns:
         if "/" in pattern:
             if normalized == pattern or normalized.endswith("/" + pattern):
@@ -128,21 +137,49 @@ class CredentialFileCopied(Rule):
 
         for stage in ctx.stages:
             for instr in stage.instructions:
-                if instr.keyword not in ("COPY", "ADD") or instr.flag("from") is not None or instr.heredocs:
+                if instr.keyword not in ("COPY", "ADD"):
                     continue
+                if instr.heredocs:
+                    yield from self._heredoc(ctx, instr)
+                    continue
+                from_stage = instr.flag("from")
+                if from_stage is not None and not ctx.is_shipped(stage):
+                    continue  # a credential moved between builder stages never ships
                 sources = _sources(instr)
                 reported = False
                 for source in sources:
+                    if source.startswith(("http://", "https://")):
+                        continue
                     pattern = _credential_match(source)
                     if pattern:
                         reported = True
+                        origin = f" from stage {from_stage}" if from_stage is not None else ""
                         yield self.finding(
                             ctx,
-                            f"{instr.keyword} copies {source}, a credential file ({pattern}), into a layer where anyone "
-                            "who pulls the image can read it; use RUN --mount=type=secret",
+                            f"{instr.keyword} copies {source}{origin}, a credential file ({pattern}), into a layer "
+                            "where anyone who pulls the image can read it; use RUN --mount=type=secret",
                             instruction=instr,
                         )
-                if reported:
+                if not reported:
+                    argv = instr.exec_form or instr.args.split()
+                    dest = instr.expand(argv[-1]).text if len(argv) >= 2 else ""
+                    targets = (
+                        [posixpath.join(dest, posixpath.basename(s.rstrip("/"))) for s in sources]
+                        if dest.endswith("/")
+                        else [dest]
+                    )
+                    for target in targets:
+                        pattern = _credential_match(pattern_free(target))
+                        if pattern:
+                            reported = True
+                            yield self.finding(
+                                ctx,
+                                f"{instr.keyword} writes {target}, a credential file ({pattern}), into a layer where "
+                                "anyone who pulls the image can read it; use RUN --mount=type=secret",
+                                instruction=instr,
+                            )
+                            break
+                if reported or from_stage is not None:
                     continue
                 for item in copied_files(ctx, instr):
                     pattern = _credential_match(item.relative)
@@ -153,6 +190,23 @@ class CredentialFileCopied(Rule):
                             f"credential file ({pattern}); add it to .dockerignore and use RUN --mount=type=secret",
                             instruction=instr,
                         )
+
+    def _heredoc(self, ctx: LintContext, instr: Instruction) -> Iterator[Finding]:
+        """``COPY <<EOF /root/.netrc``: the credential is written into the Dockerfile itself."""
+        words = instr.args.split()
+        if not words:
+            return
+        dest = instr.expand(words[-1]).text
+        targets = [dest] if not dest.endswith("/") else [posixpath.join(dest, h.name) for h in instr.heredocs]
+        for target in targets:
+            pattern = _credential_match(target)
+            if pattern:
+                yield self.finding(
+                    ctx,
+                    f"{instr.keyword} writes {target}, a credential file ({pattern}), from a heredoc: the "
+                    "credential is in the Dockerfile and in a layer; use RUN --mount=type=secret",
+                    instruction=instr,
+                )
 
 
 def _sources(instr: Instruction) -> list[str]:
@@ -173,10 +227,16 @@ class InlineToken(Rule):
     fix_safety = FixSafety.SUGGEST
     summary = "A token or password is written into a RUN command"
     what = """
-        Finds literal credentials in `RUN` (and `ADD` URLs): Hugging Face, GitHub,
+        Finds literal credentials in `RUN` (heredoc bodies included), `ADD` URLs,
+        `COPY` heredocs, and the values of `ARG`/`ENV`/`LABEL`/`CMD`/`ENTRYPOINT`
+        whose names do not already make them GL601's: Hugging Face, GitHub,
         GitLab, OpenAI, AWS and NVIDIA token formats, `--token <literal>`,
-        `Authorization: Bearer <literal>` headers, and `https://user:password@`
-        URLs. Variables (`$HF_TOKEN`) are not literals. The value is never printed.
+        `Authorization: Bearer <literal>` headers, `https://user:password@` URLs
+        (`ARG PIP_INDEX_URL=https://user:pass@host/simple`), `.netrc` lines written
+        in a heredoc, and shell assignments of credential-named variables
+        (`export HF_TOKEN=...`). Variables
+        (`$HF_TOKEN`) are not literals; comments are not in the image. The value
+        is never printed, in no output format.
     """
     why = """
         The command line of every `RUN` is stored in the image history: the token
@@ -190,21 +250,41 @@ class InlineToken(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        lines = ctx.dockerfile.lines
-        for instr in ctx.dockerfile.instructions:
-            if instr.keyword not in ("RUN", "ADD"):
+        df = ctx.dockerfile
+        lines = df.lines
+        comment_lines = {line for line, _ in df.comments}
+        for instr in df.instructions:
+            if instr.keyword in ("ARG", "ENV"):
+                # a credential-named ARG/ENV is GL601's; a token in any other value is this rule's
+                if any(is_secret_name(key) and value for key, value in _pairs(instr)):
+                    continue
+            elif instr.keyword not in ("RUN", "ADD", "COPY", "LABEL", "HEALTHCHECK", "CMD", "ENTRYPOINT"):
                 continue
+            heredoc_lines = {n for h in instr.heredocs for n in range(h.line, h.end_line)}
             for number in range(instr.line, instr.end_line + 1):
+                if number in comment_lines and number not in heredoc_lines:
+                    continue  # a comment inside a continuation is not part of the image
                 for start, _end, kind in literal_secrets(lines[number - 1]):
                     label = {
                         "token": "an access token",
-                        "password": "a password in a URL",
+                        "password": "a password (in a URL or a .netrc line)",
                         "bearer": "a literal Authorization header value",
                         "flag": "a literal --token/--password value",
+                        "assignment": "a literal value for a credential variable",
                     }[kind]
+                    where = {
+                        "RUN": "it is stored in the image history",
+                        "ADD": "it is stored in the image history",
+                        "COPY": "it is written into a layer",
+                        "HEALTHCHECK": "it is stored in the image config",
+                        "CMD": "it is stored in the image config",
+                        "ENTRYPOINT": "it is stored in the image config",
+                        "ARG": "the history of every RUN that uses it stores it",
+                        "ENV": "it is stored in the image config",
+                    }.get(instr.keyword, "it is stored in the image config")
                     yield self.finding(
                         ctx,
-                        f"{instr.keyword} contains {label} (***): it is stored in the image history; "
+                        f"{instr.keyword} contains {label} (***): {where}; "
                         "pass it with RUN --mount=type=secret instead",
                         line=number,
                         column=start + 1,

@@ -102,7 +102,7 @@ def analyse_daemon_image(
     try:
         for member in iter_members(
             io.BufferedReader(_ChunkStream(chunks), buffer_size=1 << 20), on_data=on_data
-        ):  # type: ignore[arg-type]
+        ):
             if member.type == "symlink":
                 links[_key(member.name)] = _key(
                     posixpath.join(posixpath.dirname(member.name), member.linkname)

@@ -250,7 +250,7 @@ def iter_members(
         if on_data is not None and kind == "file" and data_size:
             # let the caller stream this member's data (an inner tar) before it is skipped
             bounded = _Bounded(reader, data_size)
-            on_data(member, io.BufferedReader(bounded, buffer_size=1 << 20))  # type: ignore[arg-type]
+            on_data(member, io.BufferedReader(bounded, buffer_size=1 << 20))
             consumed = data_size - bounded.remaining
             reader.skip(_padded(data_size) - consumed)
         else:

@@ -1,0 +1,181 @@
+"""Table-driven fixtures for GL001-GL003, GL101, GL103, GL201, GL401, GL502 and GL503.
+
+Each fixture is ``fixtures/rules/<CODE>/fire-*.Dockerfile`` / ``ok-*.Dockerfile``, or a build
+context ``fixtures/rules/<CODE>/{fire,ok}-*/Dockerfile`` with the files it installs from. Its
+first comment line (after parser directives such as ``# escape=``) says what it must produce, for every rule that is on by default plus ``<CODE>``:
+
+    # expect: GL101@3 GL106@3 GL201@7 GL201@requirements.txt:2
+    # expect: GL502@5 none-of GL101
+    # expect: none-of GL101
+
+``CODE@LINE`` is a finding in the Dockerfile, ``CODE@FILE:LINE`` one in another file of the
+build context (a requirements file). The findings of the run must be exactly that list; the
+codes after ``none-of`` document what the fixture is about (a sloppy rule would fire there).
+Options go on ``# gpulint-test:`` lines: ``--target STAGE``, ``--build-arg K=V``.
+The fixture's directory is the build context.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from gpulint.config import Config
+from gpulint.engine import lint
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rules"
+CODES = ("GL001", "GL002", "GL003", "GL101", "GL103", "GL201", "GL401", "GL502", "GL503")
+_EXPECT_RE = re.compile(r"^#\s*expect:\s*(.*)$")
+_OPTIONS_RE = re.compile(r"^#\s*gpulint-test:\s*(.*)$")
+_DIRECTIVE_RE = re.compile(r"^#\s*(syntax|escape|check)\s*=", re.I)
+_TOKEN_RE = re.compile(r"^(GL\d{3})@(?:(?P<file>[^:@\s]+):)?(?P<line>\d+)$")
+
+Location = tuple[str, str, int]  # (code, file relative to the context or "", line)
+
+
+@dataclass
+class Expectation:
+    findings: list[Location] = field(default_factory=list)
+    none_of: set[str] = field(default_factory=set)
+    target: str | None = None
+    build_args: dict[str, str] = field(default_factory=dict)
+
+
+def parse_expectation(text: str) -> Expectation:
+    lines = text.splitlines()
+    while lines and _DIRECTIVE_RE.match(lines[0]):
+        lines = lines[1:]  # parser directives must come first; the expect line follows them
+    match = _EXPECT_RE.match(lines[0]) if lines else None
+    if match is None:
+        raise ValueError("the first line must be `# expect: CODE@LINE ...` and/or `none-of CODE ...`")
+    exp = Expectation()
+    none_mode = False
+    for token in re.split(r"[\s,]+", match.group(1).strip()):
+        if not token:
+            continue
+        if token == "none-of":
+            none_mode = True
+            continue
+        if none_mode:
+            if not re.match(r"^GL\d{3}$", token):
+                raise ValueError(f"bad code after none-of: {token!r}")
+            exp.none_of.add(token)
+            continue
+        found = _TOKEN_RE.match(token)
+        if found is None:
+            raise ValueError(f"bad expectation {token!r} (use CODE@LINE or CODE@FILE:LINE)")
+        exp.findings.append((found.group(1), found.group("file") or "", int(found.group("line"))))
+    for line in lines[1:]:
+        if not line.startswith("#"):
+            break
+        options = _OPTIONS_RE.match(line)
+        if options is None:
+            continue
+        words = shlex.split(options.group(1))
+        for i, word in enumerate(words):
+            value = words[i + 1] if i + 1 < len(words) else ""
+            if word == "--target":
+                exp.target = value
+            elif word == "--build-arg":
+                key, _, val = value.partition("=")
+                exp.build_args[key] = val
+    return exp
+
+
+def fixture_files(code: str | None = None) -> list[Path]:
+    out: list[Path] = []
+    for c in CODES if code is None else (code,):
+        folder = FIXTURES / c
+        out += sorted(folder.glob("*.Dockerfile")) + sorted(folder.glob("*/Dockerfile"))
+    return out
+
+
+def fixture_id(path: Path) -> str:
+    rel = path.relative_to(FIXTURES)
+    return rel.parent.as_posix() if path.name == "Dockerfile" else rel.as_posix()
+
+
+def fixture_code(path: Path) -> str:
+    return path.relative_to(FIXTURES).parts[0]
+
+
+def fixture_kind(path: Path) -> str:
+    name = path.parent.name if path.name == "Dockerfile" else path.name
+    return name.split("-", 1)[0]
+
+
+def run_fixture(path: Path) -> tuple[Expectation, list[Location]]:
+    """Lint a fixture with the rules on by default plus its folder's rule; its directory is the context."""
+    text = path.read_text("utf-8")
+    exp = parse_expectation(text)
+    config = Config(extend_select=(fixture_code(path),))
+    result = lint(
+        str(path),
+        text,
+        config,
+        build_args=exp.build_args,
+        target=exp.target,
+        context_dir=str(path.parent),
+    )
+    found: list[Location] = []
+    for f in result.findings:
+        if Path(f.path) == path:
+            found.append((f.code, "", f.line))
+        else:
+            found.append((f.code, os.path.relpath(f.path, path.parent).replace(os.sep, "/"), f.line))
+    return exp, sorted(found)
+
+
+def render(locations: list[Location]) -> str:
+    return " ".join(f"{c}@{file + ':' if file else ''}{line}" for c, file, line in locations)
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
+def test_fixture(path: Path) -> None:
+    exp, found = run_fixture(path)
+    assert found == sorted(exp.findings), (
+        f"{fixture_id(path)}: expected `{render(sorted(exp.findings))}`, got `{render(found)}`"
+    )
+    assert not {code for code, _, _ in found} & exp.none_of
+
+
+@pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
+def test_fixture_is_about_its_rule(path: Path) -> None:
+    """fire-* fixtures expect their folder's rule; ok-* fixtures name it after none-of."""
+    exp = parse_expectation(path.read_text("utf-8"))
+    code = fixture_code(path)
+    kind = fixture_kind(path)
+    assert kind in ("fire", "ok"), f"{fixture_id(path)}: name it fire-* or ok-*"
+    mine = [f for f in exp.findings if f[0] == code]
+    if kind == "fire":
+        assert mine, f"{fixture_id(path)}: a fire-* fixture must expect {code}"
+    else:
+        assert not mine and code in exp.none_of, f"{fixture_id(path)}: an ok-* fixture needs `none-of {code}`"
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_every_rule_has_firing_and_quiet_fixtures(code: str) -> None:
+    files = fixture_files(code)
+    fire = [p for p in files if fixture_kind(p) == "fire"]
+    quiet = [p for p in files if fixture_kind(p) == "ok"]
+    assert len(fire) >= 2, f"{code}: needs at least 2 fixtures where it fires"
+    assert len(quiet) >= 2, f"{code}: needs at least 2 fixtures where it must not fire"
+
+
+def test_parse_expectation() -> None:
+    exp = parse_expectation(
+        "# expect: GL101@3 GL201@requirements.txt:2, GL502@5 none-of GL503\n"
+        "# gpulint-test: --target app --build-arg CUDA=12.4.1\nFROM x\n"
+    )
+    assert exp.findings == [("GL101", "", 3), ("GL201", "requirements.txt", 2), ("GL502", "", 5)]
+    assert exp.none_of == {"GL503"}
+    assert exp.target == "app" and exp.build_args == {"CUDA": "12.4.1"}
+    assert parse_expectation("# expect: none-of GL101 GL201\n").none_of == {"GL101", "GL201"}
+    assert parse_expectation("# escape=`\n# expect: GL001@4\n").findings == [("GL001", "", 4)]
+    for bad in ("FROM scratch\n", "# expect: GL101\n", "# expect: none-of 101\n"):
+        with pytest.raises(ValueError):
+            parse_expectation(bad)

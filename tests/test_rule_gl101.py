@@ -1,0 +1,219 @@
+"""GL101 devel-final-stage: a shipped devel image that compiles nothing, and the tag to ship instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpulint.finding import Finding, FixSafety, Severity
+from gpulint.rule import find_rule
+from helpers import dockerfile, only, run, where
+
+APT_PIP = (
+    "RUN apt-get update && apt-get install -y --no-install-recommends python3-pip "
+    "&& rm -rf /var/lib/apt/lists/*"
+)
+TORCH = "RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cu124 torch==2.4.1"
+
+
+def gl101(text: str, **options: Any) -> list[Finding]:
+    return run(text, "GL101", **options)
+
+
+def test_metadata() -> None:
+    cls = find_rule("GL101")
+    assert cls is not None and cls.slug == "devel-final-stage"
+    assert cls.severity is Severity.WARNING and cls.fix_safety is FixSafety.UNSAFE
+
+
+def test_cudnn_devel_without_torch_names_the_cudnn_runtime_tag() -> None:
+    text = dockerfile(
+        "FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04",
+        APT_PIP,
+        'CMD ["python3", "-m", "serve"]',
+    )
+    f = only(gl101(text))
+    assert where([f]) == [("GL101", 1, 1)]
+    assert f.severity is Severity.WARNING
+    assert "devel image nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04" in f.message
+    assert "ship nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04 instead" in f.message
+    assert "GB" in f.message  # the expected saving
+    assert "nvidia/cuda:12.4.1-cudnn-runtime-ubuntu22.04" in f.help
+
+
+def test_pip_torch_means_the_base_tag() -> None:
+    text = dockerfile("FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04", APT_PIP, TORCH)
+    f = only(gl101(text))
+    assert "ship nvidia/cuda:12.4.1-base-ubuntu22.04 instead" in f.message
+    assert "bring their own CUDA libraries" in f.message
+
+
+def test_torch_from_a_requirements_file_also_means_base(tmp_path: Path) -> None:
+    (tmp_path / "requirements.txt").write_text("torch==2.4.1\ntransformers==4.44.2\n")
+    text = dockerfile(
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04",
+        APT_PIP,
+        "COPY requirements.txt /tmp/",
+        "RUN pip install --no-cache-dir -r /tmp/requirements.txt",
+    )
+    assert "nvidia/cuda:12.4.1-base-ubuntu22.04" in only(gl101(text, context=tmp_path)).message
+
+
+@pytest.mark.parametrize(
+    ("install", "tag"),
+    [
+        # tensorflow without [and-cuda] loads the system CUDA and cuDNN: keep the cudnn runtime
+        ("pip install --no-cache-dir tensorflow==2.16.1 torch==2.4.1", "12.4.1-cudnn-runtime-ubuntu22.04"),
+        ('pip install --no-cache-dir "tensorflow[and-cuda]==2.16.1"', "12.4.1-base-ubuntu22.04"),
+        ('pip install --no-cache-dir "jax[cuda12]==0.4.31"', "12.4.1-base-ubuntu22.04"),
+        (
+            "pip install --no-cache-dir onnxruntime-gpu==1.19.2 torch==2.4.1",
+            "12.4.1-cudnn-runtime-ubuntu22.04",
+        ),
+        ("pip install --no-cache-dir transformers==4.44.2", "12.4.1-cudnn-runtime-ubuntu22.04"),
+    ],
+)
+def test_replacement_depends_on_who_uses_the_system_cuda(install: str, tag: str) -> None:
+    text = dockerfile("FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04", APT_PIP, f"RUN {install}")
+    assert f"ship nvidia/cuda:{tag} instead" in only(gl101(text)).message
+
+
+def test_other_registries_and_variants_keep_their_name() -> None:
+    text = dockerfile("FROM nvcr.io/nvidia/cuda:12.8.1-cudnn-devel-rockylinux9", 'CMD ["/app"]')
+    assert "ship nvcr.io/nvidia/cuda:12.8.1-cudnn-runtime-rockylinux9 instead" in only(gl101(text)).message
+    text = dockerfile("FROM nvidia/cuda:13.0.0-tensorrt-devel-ubuntu24.04", 'CMD ["/app"]')
+    assert "ship nvidia/cuda:13.0.0-tensorrt-runtime-ubuntu24.04 instead" in only(gl101(text)).message
+
+
+def test_pytorch_devel_names_the_runtime_tag() -> None:
+    text = dockerfile(
+        "FROM pytorch/pytorch:2.4.1-cuda12.4-cudnn9-devel",
+        "RUN pip install --no-cache-dir diffusers==0.30.3",
+    )
+    f = only(gl101(text))
+    assert "ship pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime instead" in f.message
+
+
+def test_ngc_framework_image() -> None:
+    text = dockerfile("FROM nvcr.io/nvidia/pytorch:24.05-py3", "RUN pip install --no-cache-dir peft==0.12.0")
+    f = only(gl101(text))
+    assert "pytorch/pytorch:<torch>-cuda<X.Y>-cudnn<N>-runtime" in f.message
+    text = dockerfile("FROM nvcr.io/nvidia/tensorflow:24.05-tf2-py3", 'CMD ["python"]')
+    assert "tensorflow/tensorflow:<version>-gpu" in only(gl101(text)).message
+
+
+@pytest.mark.parametrize("image", ["nvcr.io/nvidia/tritonserver:24.05-py3", "nvcr.io/nvidia/nemo:24.07"])
+def test_ngc_products_without_a_runtime_flavour_are_not_reported(image: str) -> None:
+    assert gl101(dockerfile(f"FROM {image}", "COPY models /models")) == []
+
+
+def test_finding_is_on_the_root_from_of_the_shipped_chain() -> None:
+    text = dockerfile(
+        "FROM nvidia/cuda:12.2.2-cudnn8-devel-ubuntu22.04 AS base",
+        APT_PIP,
+        "FROM base AS serve",
+        'CMD ["python3", "serve.py"]',
+    )
+    f = only(gl101(text))
+    assert where([f]) == [("GL101", 1, 1)]
+    assert f.message.startswith("shipped stage 'serve' (FROM stage 'base') is built on the devel image")
+    assert "nvidia/cuda:12.2.2-cudnn8-runtime-ubuntu22.04" in f.message
+
+
+def test_arg_resolved_base() -> None:
+    text = dockerfile(
+        "ARG CUDA=12.4.1",
+        "FROM nvidia/cuda:${CUDA}-devel-ubuntu22.04",
+        'CMD ["/app"]',
+    )
+    assert where(gl101(text)) == [("GL101", 2, 1)]
+    assert gl101(text, build_args={"CUDA": "12.4.1"})[0].line == 2
+
+
+# -- must not fire ---------------------------------------------------------------
+
+
+def test_builder_stage_only_copied_from() -> None:
+    text = dockerfile(
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS build",
+        "RUN make -C /src",
+        "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+        "COPY --from=build /src/bin /usr/local/bin",
+    )
+    assert gl101(text) == []
+
+
+def test_target_selects_the_shipped_stage() -> None:
+    text = dockerfile(
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS dev",
+        'CMD ["bash"]',
+        "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04 AS prod",
+        'CMD ["/app"]',
+    )
+    assert gl101(text) == []
+    assert where(gl101(text, target="dev")) == [("GL101", 1, 1)]
+
+
+@pytest.mark.parametrize(
+    "step",
+    [
+        "RUN nvcc -O3 -arch=sm_90 -o /opt/k kernel.cu",
+        'ENV TORCH_CUDA_ARCH_LIST="8.0;9.0"',
+        'RUN TORCH_CUDA_ARCH_LIST="8.0;9.0" python3 setup.py install',
+        'RUN export TORCH_CUDA_ARCH_LIST="8.0;9.0" && pip install --no-cache-dir -e .',
+        "RUN pip install --no-cache-dir --no-build-isolation flash-attn==2.6.3",
+        # flash-attn is source-only on PyPI: it compiles when no prebuilt wheel matches
+        "RUN pip install --no-cache-dir flash-attn==2.6.3",
+        "RUN FLASH_ATTENTION_FORCE_BUILD=TRUE pip install --no-cache-dir flash-attn==2.6.3",
+        'RUN CMAKE_ARGS="-DGGML_CUDA=on" pip install --no-cache-dir llama-cpp-python==0.2.90',
+        "RUN DS_BUILD_OPS=1 pip install --no-cache-dir deepspeed==0.14.4",
+        "RUN pip install --no-cache-dir deepspeed==0.14.4",
+        "RUN pip install --no-cache-dir flashinfer-python==0.1.6",
+        "RUN pip install --no-cache-dir git+https://github.com/Dao-AILab/flash-attention.git@v2.6.3",
+        "RUN pip install -v --no-build-isolation --config-settings --build-option=--cuda_ext ./apex",
+        "RUN cmake -S . -B build -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build",
+        'CMD ["python", "-c", "import torch.utils.cpp_extension"]',
+    ],
+)
+def test_shipped_stage_that_compiles_cuda(step: str) -> None:
+    assert gl101(dockerfile("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04", APT_PIP, step)) == []
+
+
+def test_prebuilt_flash_attn_wheel_compiles_nothing() -> None:
+    url = (
+        "https://github.com/Dao-AILab/flash-attention/releases/download/v2.6.3/"
+        "flash_attn-2.6.3+cu123torch2.4cxx11abiFALSE-cp310-cp310-linux_x86_64.whl"
+    )
+    text = dockerfile(
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04", APT_PIP, f"RUN pip install --no-cache-dir {url}"
+    )
+    assert len(gl101(text)) == 1
+
+
+def test_local_project_is_judged_by_its_build_context(tmp_path: Path) -> None:
+    text = dockerfile(
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04",
+        APT_PIP,
+        "COPY . /src",
+        "RUN pip install --no-cache-dir /src",
+    )
+    # not visible: it may compile CUDA code, so no finding
+    assert gl101(text) == []
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "app"\nversion = "1.0"\n')
+    assert len(gl101(text, context=tmp_path)) == 1  # pure Python
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "kernel.cu").write_text("__global__ void k() {}\n")
+    assert gl101(text, context=tmp_path) == []  # a .cu file: it compiles CUDA code
+    (tmp_path / "csrc" / "kernel.cu").unlink()
+    (tmp_path / "setup.py").write_text("from torch.utils.cpp_extension import CUDAExtension\n")
+    assert gl101(text, context=tmp_path) == []
+
+
+def test_runtime_and_base_images_are_not_devel() -> None:
+    for image in ("nvidia/cuda:12.4.1-runtime-ubuntu22.04", "pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime"):
+        assert gl101(dockerfile(f"FROM {image}", 'CMD ["/app"]')) == []
+
+
+def test_unresolved_base_is_not_guessed() -> None:
+    assert gl101(dockerfile("ARG BASE", "FROM ${BASE}", 'CMD ["/app"]')) == []

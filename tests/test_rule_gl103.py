@@ -1,0 +1,106 @@
+"""GL103 unpinned-base-image: no tag, :latest, or a floating GPU tag."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gpulint.finding import Finding, Severity
+from helpers import dockerfile, only, run, where
+
+
+def gl103(text: str, **options: Any) -> list[Finding]:
+    return run(text, "GL103", **options)
+
+
+def test_untagged_nvidia_cuda_is_an_error_that_says_there_is_no_latest() -> None:
+    f = only(gl103(dockerfile("FROM nvidia/cuda", 'CMD ["/app"]')))
+    assert where([f]) == [("GL103", 1, 6)]
+    assert f.severity is Severity.ERROR
+    assert "GPU base image nvidia/cuda has no tag, so it means :latest" in f.message
+    assert "nvidia/cuda has no latest tag: the pull fails" in f.message
+    assert "nvidia/cuda:12.4.1-runtime-ubuntu22.04" in f.message
+
+
+@pytest.mark.parametrize(
+    ("image", "problem", "hint"),
+    [
+        ("pytorch/pytorch:latest", "uses :latest", "pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime"),
+        ("pytorch/pytorch", "has no tag", "<torch>-cuda<X.Y>-cudnn<N>-runtime"),
+        ("nvidia/cuda:12-runtime-ubuntu22.04", "uses the floating tag :12-runtime-ubuntu22.04", "X.Y.Z"),
+        ("nvidia/cuda:12.4-devel-ubuntu22.04", "uses the floating tag :12.4-devel-ubuntu22.04", "X.Y.Z"),
+        ("tensorflow/tensorflow:latest-gpu", "uses the floating tag :latest-gpu", "pin an exact version tag"),
+        ("nvcr.io/nvidia/pytorch:latest", "uses :latest", "YY.MM-py3"),
+    ],
+)
+def test_gpu_images_are_errors(image: str, problem: str, hint: str) -> None:
+    f = only(gl103(dockerfile(f"FROM {image} AS app", 'CMD ["/app"]')))
+    assert f.severity is Severity.ERROR
+    assert f"GPU base image {image} {problem}" in f.message
+    assert hint in f.message
+
+
+@pytest.mark.parametrize("image", ["ubuntu", "python:latest", "vllm/vllm-openai:latest"])
+def test_other_images_are_warnings(image: str) -> None:
+    f = only(gl103(dockerfile(f"FROM {image}", 'CMD ["/app"]')))
+    assert f.severity is Severity.WARNING
+    assert f.message.startswith(f"base image {image} ")
+    assert "pin a version tag" in f.message
+
+
+def test_floating_arg_default_names_the_arg() -> None:
+    text = dockerfile(
+        "ARG CUDA_VERSION=12.4",
+        "FROM --platform=linux/amd64 nvidia/cuda:${CUDA_VERSION}-runtime-ubuntu22.04",
+        'CMD ["/app"]',
+    )
+    f = only(gl103(text))
+    assert where([f]) == [("GL103", 2, 29)]
+    assert "nvidia/cuda:12.4-runtime-ubuntu22.04 (from ARG CUDA_VERSION=12.4)" in f.message
+    assert "set the ARG default to a full version" in f.message
+    # a pinned --build-arg fixes it
+    assert gl103(text, build_args={"CUDA_VERSION": "12.4.1"}) == []
+
+
+def test_every_stage_is_checked() -> None:
+    text = dockerfile(
+        "FROM python AS wheels",
+        "RUN pip wheel --wheel-dir /w onnx==1.16.2",
+        "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+        "COPY --from=wheels /w /w",
+    )
+    assert [(f.code, f.line, f.severity) for f in gl103(text)] == [("GL103", 1, Severity.WARNING)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        dockerfile("FROM scratch", "COPY app /app"),
+        dockerfile("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS build", "FROM build", 'CMD ["/a"]'),
+        dockerfile(
+            "ARG CUDA_VERSION=12.4.1",
+            "ARG BASE=nvidia/cuda:${CUDA_VERSION}-base-ubuntu22.04",
+            "FROM ${BASE}",
+        ),
+        dockerfile("FROM nvidia/cuda@sha256:" + "a" * 64),
+        dockerfile("FROM ubuntu:22.04@sha256:" + "b" * 64),
+        dockerfile("FROM pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime"),
+        dockerfile("FROM nvcr.io/nvidia/pytorch:24.05-py3"),
+        dockerfile("FROM python:3.11-slim"),
+        # an ARG without a default: unknown, not guessed
+        dockerfile("ARG BASE_IMAGE", "FROM ${BASE_IMAGE}"),
+    ],
+    ids=[
+        "scratch",
+        "stage",
+        "arg-default",
+        "digest",
+        "tag-and-digest",
+        "pytorch",
+        "ngc",
+        "python",
+        "arg-unset",
+    ],
+)
+def test_must_not_fire(text: str) -> None:
+    assert gl103(text) == []

@@ -1,0 +1,145 @@
+"""GL503 pip-cache-kept: pip/uv installs that keep their cache in a shipped layer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from gpulint.finding import Finding, FixSafety, Severity
+from helpers import apply_fix, dockerfile, only, run, where
+
+FROM = "FROM nvidia/cuda:12.4.1-base-ubuntu22.04"
+
+
+def gl503(text: str, **options: Any) -> list[Finding]:
+    return run(text, "GL503", **options)
+
+
+def test_pip_finding_and_fix() -> None:
+    text = dockerfile(FROM, "RUN pip install torch==2.4.1")
+    f = only(gl503(text))
+    assert where([f]) == [("GL503", 2, 5)]
+    assert f.severity is Severity.WARNING
+    assert f.message == (
+        "`pip install` keeps its download cache (~/.cache/pip) in the image (for torch and its CUDA wheels, "
+        "2-3 GB); add --no-cache-dir, set PIP_NO_CACHE_DIR=1, or use RUN --mount=type=cache"
+    )
+    assert f.fix is not None and f.fix.safety is FixSafety.SAFE
+    fixed = apply_fix(text, f.fix)
+    assert fixed.splitlines()[1] == "RUN pip install --no-cache-dir torch==2.4.1"
+    assert gl503(fixed) == []
+
+
+def test_uv_uses_uv_flags() -> None:
+    text = dockerfile(FROM, "RUN uv pip install --system torch==2.4.1")
+    f = only(gl503(text))
+    assert f.message.startswith("`uv pip install` keeps its download cache (~/.cache/uv)")
+    assert "add --no-cache, set UV_NO_CACHE=1" in f.message
+    assert "--no-cache-dir" not in f.message and "PIP_NO_CACHE_DIR" not in f.message
+    assert apply_fix(text, f.fix).splitlines()[1] == "RUN uv pip install --no-cache --system torch==2.4.1"
+
+
+def test_uv_sync() -> None:
+    text = dockerfile(FROM, "RUN uv sync --frozen")
+    f = only(gl503(text))
+    assert f.message.startswith("`uv sync` keeps its download cache (~/.cache/uv)")
+    assert apply_fix(text, f.fix).splitlines()[1] == "RUN uv sync --no-cache --frozen"
+
+
+def test_python_m_pip_is_named_as_written() -> None:
+    text = dockerfile(FROM, "RUN apt-get update && python3 -m pip install transformers==4.44.2")
+    f = only(gl503(text))
+    assert where([f]) == [("GL503", 2, 23)]
+    assert f.message.startswith("`python3 -m pip install` keeps")
+    assert apply_fix(text, f.fix).splitlines()[1] == (
+        "RUN apt-get update && python3 -m pip install --no-cache-dir transformers==4.44.2"
+    )
+
+
+def test_fix_inside_a_continuation() -> None:
+    text = dockerfile(
+        FROM,
+        "RUN pip install --no-cache-dir torch==2.4.1 \\",
+        "    && pip3 install vllm==0.6.3",
+    )
+    f = only(gl503(text))
+    assert (f.line, f.column) == (3, 8)
+    assert apply_fix(text, f.fix).splitlines()[2] == "    && pip3 install --no-cache-dir vllm==0.6.3"
+
+
+def test_pip_flag_does_not_disable_uv() -> None:
+    text = dockerfile(
+        FROM, "ENV PIP_NO_CACHE_DIR=1", "RUN pip install uv==0.4.18 && uv pip install --system torch==2.4.1"
+    )
+    f = only(gl503(text))
+    assert f.column == 31 and "uv pip install" in f.message
+
+
+@pytest.mark.parametrize(
+    "run_line",
+    [
+        "RUN UV_NO_CACHE=0 uv pip install --system torch==2.4.1",
+        "RUN UV_NO_CACHE=false uv sync",
+        "RUN --mount=type=cache,target=/root/.cache/uv pip install torch==2.4.1",
+        "RUN pip install torch==2.4.1 && rm -rf /root/.cache/uv",
+        "RUN pip install torch==2.4.1 && uv cache clean",
+        "RUN pip cache purge && pip install torch==2.4.1",
+        "RUN pip install --cache-dir /tmp/pipcache torch==2.4.1 && rm -rf /root/.cache/pip",
+    ],
+)
+def test_the_wrong_cache_is_handled(run_line: str) -> None:
+    assert len(gl503(dockerfile(FROM, run_line))) == 1
+
+
+# -- must not fire ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["RUN pip install --no-cache-dir torch==2.4.1"],
+        ["RUN pip --no-cache-dir install torch==2.4.1"],
+        ["RUN uv pip install --no-cache --system torch==2.4.1", "RUN uv sync -n --frozen"],
+        ["ENV PIP_NO_CACHE_DIR=1", "RUN pip install torch==2.4.1"],
+        # pip turns the cache off for any valid boolean, "0"/"off" included (pip's cmdoptions)
+        ["ENV PIP_NO_CACHE_DIR=off", "RUN pip install torch==2.4.1"],
+        ["RUN PIP_NO_CACHE_DIR=0 pip install torch==2.4.1"],
+        ["ARG PIP_NO_CACHE_DIR=1", "RUN pip install torch==2.4.1"],
+        ["ENV UV_NO_CACHE=1", "RUN uv pip install --system torch==2.4.1 && uv sync"],
+        ["RUN pip config set global.no-cache-dir false", "RUN pip install torch==2.4.1"],
+        ["RUN --mount=type=cache,target=/root/.cache/pip pip install torch==2.4.1"],
+        [
+            "RUN --mount=type=cache,target=/root/.cache pip install torch==2.4.1 && uv pip install --system x==1"
+        ],
+        [
+            "USER app",
+            "RUN --mount=type=cache,target=/home/app/.cache/pip,uid=1000 pip install --user torch==2.4.1",
+        ],
+        [
+            "ENV PIP_CACHE_DIR=/var/cache/pip",
+            "RUN --mount=type=cache,target=/var/cache/pip pip install torch==2.4.1",
+        ],
+        ["ENV UV_CACHE_DIR=/opt/uv-cache", "RUN --mount=type=cache,target=/opt/uv-cache uv sync --frozen"],
+        ["RUN pip install torch==2.4.1 && pip cache purge"],
+        ["RUN pip install torch==2.4.1 && python3 -m pip cache purge"],
+        ["RUN pip install torch==2.4.1 && rm -rf /root/.cache/pip"],
+        ["RUN pip install torch==2.4.1 && rm -rf ~/.cache/pip/*"],
+        ["RUN pip install torch==2.4.1 && rm -rf $HOME/.cache"],
+        ["RUN uv pip install --system torch==2.4.1 && uv cache clean"],
+        ["RUN pip install --no-index --find-links /wheels torch==2.4.1"],
+        ["RUN pip install --cache-dir /tmp/pc torch==2.4.1 && rm -rf /tmp/pc"],
+    ],
+)
+def test_no_cache_left(lines: list[str]) -> None:
+    assert gl503(dockerfile(FROM, *lines)) == []
+
+
+def test_builder_stage_only_copied_from() -> None:
+    text = dockerfile(
+        f"{FROM} AS wheels",
+        "RUN pip wheel --wheel-dir /wheels torch==2.4.1 && pip install build==1.2.2",
+        FROM,
+        "COPY --from=wheels /wheels /wheels",
+        "RUN pip install --no-cache-dir /wheels/*.whl",
+    )
+    assert gl503(text) == []
