@@ -359,3 +359,13 @@ def test_conda_create_file_and_variables() -> None:
 def test_canonical_name() -> None:
     assert canonical_name("Flash_Attn.Py") == "flash-attn-py"
     assert canonical_name("nvidia-cudnn-cu12") == "nvidia-cudnn-cu12"
+
+
+def test_pip_accepts_unambiguous_option_prefixes() -> None:
+    # huggingface/transformers docker images use `pip install --no-cache`
+    assert one("RUN python3 -m pip install --no-cache -v deepspeed==0.16.4").has("--no-cache-dir")
+    assert not one("RUN pip install --no-c x").has(
+        "--no-cache-dir"
+    )  # --no-cache-dir, --no-clean, --no-color...
+    uv = one("RUN uv pip install --no-cache x")  # uv's own flag, not a prefix of pip's
+    assert uv.has("--no-cache") and not uv.has("--no-cache-dir")
