@@ -356,16 +356,73 @@ def _conda_spec(word: Word) -> PackageSpec:
 # pip's long options (pip install and the general ones). pip, through optparse, accepts any
 # unambiguous prefix of them: `--no-cache` is `--no-cache-dir` (huggingface/transformers uses it).
 PIP_LONG_OPTIONS = tuple(
-    """--no-cache-dir --no-deps --no-build-isolation --no-binary --no-index --no-clean --no-compile
-    --no-warn-script-location --no-warn-conflicts --no-input --no-color --no-python-version-warning
-    --no-use-pep517 --index-url --extra-index-url --find-links --requirement --constraint --editable
-    --upgrade --upgrade-strategy --force-reinstall --ignore-installed --ignore-requires-python --user
-    --target --prefix --root --pre --only-binary --prefer-binary --require-hashes --progress-bar
-    --cache-dir --disable-pip-version-check --quiet --verbose --trusted-host --break-system-packages
-    --config-settings --global-option --report --dry-run --src --exists-action --timeout --retries
-    --proxy --isolated --log --cert --client-cert --platform --python-version --implementation --abi
-    --root-user-action --use-pep517 --check-build-dependencies --use-feature --use-deprecated --compile
-    --keyring-provider --require-virtualenv --python""".split()
+    [
+        "--no-cache-dir",
+        "--no-deps",
+        "--no-build-isolation",
+        "--no-binary",
+        "--no-index",
+        "--no-clean",
+        "--no-compile",
+        "--no-warn-script-location",
+        "--no-warn-conflicts",
+        "--no-input",
+        "--no-color",
+        "--no-python-version-warning",
+        "--no-use-pep517",
+        "--index-url",
+        "--extra-index-url",
+        "--find-links",
+        "--requirement",
+        "--constraint",
+        "--editable",
+        "--upgrade",
+        "--upgrade-strategy",
+        "--force-reinstall",
+        "--ignore-installed",
+        "--ignore-requires-python",
+        "--user",
+        "--target",
+        "--prefix",
+        "--root",
+        "--pre",
+        "--only-binary",
+        "--prefer-binary",
+        "--require-hashes",
+        "--progress-bar",
+        "--cache-dir",
+        "--disable-pip-version-check",
+        "--quiet",
+        "--verbose",
+        "--trusted-host",
+        "--break-system-packages",
+        "--config-settings",
+        "--global-option",
+        "--report",
+        "--dry-run",
+        "--src",
+        "--exists-action",
+        "--timeout",
+        "--retries",
+        "--proxy",
+        "--isolated",
+        "--log",
+        "--cert",
+        "--client-cert",
+        "--platform",
+        "--python-version",
+        "--implementation",
+        "--abi",
+        "--root-user-action",
+        "--use-pep517",
+        "--check-build-dependencies",
+        "--use-feature",
+        "--use-deprecated",
+        "--compile",
+        "--keyring-provider",
+        "--require-virtualenv",
+        "--python",
+    ]
 )
 
 
