@@ -357,6 +357,22 @@ def _env(instr: Instruction, cmd: Command | None, name: str) -> str | None:
     return instr.scope.get(name)
 
 
+def cd_prefix(ctx: LintContext, instr: Instruction, command: Command) -> str:
+    """Where earlier `cd` commands of the same RUN left the shell when ``command`` runs
+    (relative to WORKDIR, or absolute): `RUN cd server && pip install -r requirements.txt`."""
+    cwd = ""
+    for cmd in ctx.commands(instr):
+        if cmd is command:
+            return cwd
+        if cmd.name == "cd" and cmd.args:
+            target = cmd.arg_values[-1]
+            if "$" in target or target == "-":
+                cwd = ""
+            else:
+                cwd = posixpath.normpath(posixpath.join(cwd, target)) if cwd else target
+    return cwd
+
+
 def pip_sources(ctx: LintContext, stage: Stage, instr: Instruction, install: Install) -> PipSources:
     """The specs a pip/uv install installs (command line and -r files) and what constrains them."""
     specs = list(install.packages)
@@ -372,10 +388,11 @@ def pip_sources(ctx: LintContext, stage: Stage, instr: Instruction, install: Ins
         overrides = _env(instr, install.command, "UV_OVERRIDE")
         if overrides:
             constraint_paths += overrides.split()
+    cwd = cd_prefix(ctx, instr, install.command)
     for image_path, kind in [(p, "r") for p in install.requirement_files] + [
         (p, "c") for p in constraint_paths
     ]:
-        local = context_file_for(ctx, stage, instr, image_path)
+        local = context_file_for(ctx, stage, instr, posixpath.join(cwd, image_path))
         if local is None or not local.is_file():
             continue
         parsed = read_requirements(local, display_path(ctx, local))

@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from gpulint import lint_file
+from gpulint.config import Config
 from gpulint.dockerfile import parse_dockerfile
 from gpulint.finding import Finding, Severity
 from gpulint.installers import parse_install
@@ -298,3 +300,15 @@ def test_a_pin_in_another_environment_does_not_count() -> None:
         "RUN pip install --no-cache-dir --target /opt/libs torch",
     )
     assert [f.line for f in gl201(text)] == [3, 4]
+
+
+def test_requirements_found_after_cd_in_the_same_run(tmp_path: Path) -> None:
+    # huggingface/text-generation-inference: COPY server server / RUN cd server && pip install -r requirements_cuda.txt
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "requirements_cuda.txt").write_text("numpy==1.26.4\ntorch\n")
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(
+        "FROM python:3.11-slim\nCOPY server server\nRUN cd server && pip install --no-cache-dir -r requirements_cuda.txt\n"
+    )
+    findings = lint_file(str(dockerfile), config=Config(select=("GL201",)))
+    assert [(Path(f.path).name, f.line) for f in findings] == [("requirements_cuda.txt", 2)]
