@@ -33,7 +33,7 @@ _GRAPHICS_HINTS = re.compile(
     re.I,
 )
 _PLAIN_CUDA_APT_RE = re.compile(
-    r"^(cuda-(?!keyring|repo)[a-z]|libcudnn|libnccl|libcublas|libcufft|libcurand|libcusparse|tensorrt|libnvinfer)"
+    r"^(cuda-(?!keyring|repo)[a-z0-9]|libcudnn|libnccl|libcublas|libcufft|libcurand|libcusparse|tensorrt|libnvinfer)"
 )
 _PIP_CUDA_RE = re.compile(
     r"^(nvidia-[a-z-]+-cu\d+|cupy-cuda\d+x?|onnxruntime-gpu|paddlepaddle-gpu|tensorrt(-cu\d+)?(-libs)?|vllm)$"

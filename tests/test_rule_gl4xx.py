@@ -309,3 +309,8 @@ def test_gl408_silent_on_ngc_pytorch_which_presets_the_arch_list() -> None:
         )
     ]
     assert codes == ["GL408"]
+
+
+def test_gl405_fires_for_the_cuda_metapackage_on_plain_ubuntu() -> None:
+    text = "FROM ubuntu:22.04\nRUN apt-get update && apt-get install -y cuda-12-4 && rm -rf /var/lib/apt/lists/*\n"
+    assert [f.code for f in lint_text(text, config=Config(select=("GL405",)))] == ["GL405"]
