@@ -341,3 +341,61 @@ def test_docker_config_auths_and_cred_helpers(tmp_path: Path, monkeypatch: pytes
     helped = docker_config_credentials("nvcr.io")
     assert helped is not None and (helped.username, helped.password) == ("h-user", "h-secret-nvcr.io")
     assert docker_config_credentials("other.example") is None
+
+
+def test_index_with_two_platforms_pushed_to_the_registry(tmp_path: Path) -> None:
+    _need("docker-registry", "skopeo")
+    layout = write_oci_layout(tmp_path / "multi", platforms=("linux/amd64", "linux/arm64"))
+    index = json.loads((layout / "index.json").read_text())
+    # one image index holding both manifests, as `docker buildx --platform a,b` pushes it
+    blobs = layout / "blobs" / "sha256"
+    nested = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.index.v1+json",
+        "manifests": index["manifests"],
+    }
+    data = json.dumps(nested).encode()
+    digest = __import__("hashlib").sha256(data).hexdigest()
+    (blobs / digest).write_bytes(data)
+    (layout / "index.json").write_text(
+        json.dumps(
+            {
+                "schemaVersion": 2,
+                "manifests": [
+                    {
+                        "mediaType": "application/vnd.oci.image.index.v1+json",
+                        "digest": f"sha256:{digest}",
+                        "size": len(data),
+                        "annotations": {"org.opencontainers.image.ref.name": "1"},
+                    }
+                ],
+            }
+        )
+    )
+    proc, port = _start_registry(tmp_path)
+    try:
+        push = subprocess.run(
+            [
+                "skopeo",
+                "copy",
+                "-q",
+                "--all",
+                "--dest-tls-verify=false",
+                f"oci:{layout}:1",
+                f"docker://127.0.0.1:{port}/{REPO}:multi",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert push.returncode == 0, push.stderr
+        source = f"docker://127.0.0.1:{port}/{REPO}:multi"
+        with open_registry_image(source, platform="linux/arm64", tls_verify=False) as image:
+            assert image.data.platform == "linux/arm64"
+        with open_registry_image(source, tls_verify=False) as image:
+            assert image.data.platform == "linux/amd64"
+        with pytest.raises(ImageError, match="no linux/s390x image"):
+            open_registry_image(source, platform="linux/s390x", tls_verify=False)
+    finally:
+        proc.kill()

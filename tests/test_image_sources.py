@@ -286,3 +286,97 @@ def test_verify_detects_digest_mismatch(tmp_path: Path) -> None:
         analyse(image)  # without --verify the swapped blob is read as is
     with pytest.raises(ImageError, match="digest mismatch"), open_image(str(layout), verify=True) as image:
         analyse(image)
+
+
+def test_zstd_layers(tmp_path: Path) -> None:
+    import zstandard
+
+    layout = write_oci_layout(tmp_path / "layout")
+    manifest_digest = json.loads((layout / "index.json").read_text())["manifests"][0]["digest"]
+    blobs = layout / "blobs" / "sha256"
+    manifest = json.loads((blobs / manifest_digest.split(":")[1]).read_text())
+    for desc, layer in zip(manifest["layers"], LAYERS, strict=True):
+        (blobs / desc["digest"].split(":")[1]).write_bytes(zstandard.ZstdCompressor().compress(layer))
+    with open_image(str(layout)) as image:
+        zstd = analyse(image)
+    with open_image(str(write_docker_archive(tmp_path / "plain.tar"))) as image:
+        plain = analyse(image)
+    assert (zstd.total_size, zstd.wasted, zstd.final_size) == (
+        plain.total_size,
+        plain.wasted,
+        plain.final_size,
+    )
+
+
+def test_docker_25_archive_layout(tmp_path: Path) -> None:
+    """Docker 25+ `docker save`: an OCI layout (blobs/sha256, index.json) plus manifest.json."""
+    layout = write_oci_layout(tmp_path / "layout")
+    index = json.loads((layout / "index.json").read_text())
+    blobs = layout / "blobs" / "sha256"
+    manifest = json.loads((blobs / index["manifests"][0]["digest"].split(":")[1]).read_text())
+    docker_manifest = [
+        {
+            "Config": "blobs/sha256/" + manifest["config"]["digest"].split(":")[1],
+            "RepoTags": ["app:1"],
+            "Layers": ["blobs/sha256/" + d["digest"].split(":")[1] for d in manifest["layers"]],
+        }
+    ]
+    archive = tmp_path / "docker25.tar"
+    with tarfile.open(archive, "w") as tar:
+        for path in sorted(layout.rglob("*")):
+            if path.is_file():
+                tar.add(path, arcname=str(path.relative_to(layout)))
+        _add(tar, "manifest.json", json.dumps(docker_manifest).encode())
+    with open_image(f"docker-archive:{archive}") as image:
+        assert image.data.reference == "app:1"
+        analysis = analyse(image, weights_threshold=1_000_000)
+    with open_image(str(layout)) as image:
+        expected = analyse(image, weights_threshold=1_000_000)
+    assert (analysis.total_size, analysis.wasted) == (expected.total_size, expected.wasted)
+    assert analysis.layers[0].digest == manifest["layers"][0]["digest"]
+
+
+def test_report_savings_and_caches(tmp_path: Path) -> None:
+    from gpulint.image.report import build_report
+
+    archive = write_docker_archive(tmp_path / "img.tar")
+    with open_image(str(archive)) as image:
+        analysis = analyse(image, weights_threshold=1_000_000)
+    report = build_report(analysis, [], bandwidth_bps=1e9, price_per_hour=3.6)
+    assert report["savings"]["GL302"] == 2_000_000
+    assert report["savings"]["GL101"] == 200_000  # /usr/local/cuda-12.4/bin/nvcc
+    assert report["pull_estimate"]["cost"] is not None
+    assert [layer["index"] for layer in report["layers"]] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("fmt", ["tty", "plain", "json", "sarif", "github"])
+def test_image_command_formats(tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpulint.cli import main
+
+    archive = write_docker_archive(tmp_path / "img.tar")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["image", "--format", fmt, "--weights-threshold", "1MB", f"docker-archive:{archive}"])
+    assert exit_info.value.code == 1  # GL401 is an error
+    out = capsys.readouterr().out
+    assert "\x1b" not in out
+    if fmt == "json":
+        report = json.loads(out)
+        assert report["reference"] == "localhost/t:1" and report["savings"]["GL302"] == 2_000_000
+    elif fmt in ("tty", "plain"):
+        assert "created by" in out and "GL401" in out
+    elif fmt == "sarif":
+        assert json.loads(out)["runs"][0]["results"]
+    else:
+        assert out.startswith("::")
+
+
+def test_image_command_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpulint.cli import main
+
+    bad = tmp_path / "bad.tar"
+    bad.write_bytes(b"not a tar at all" * 100)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["image", str(bad)])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert len(err.strip().splitlines()) == 1 and "bad.tar" in err

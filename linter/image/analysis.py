@@ -59,6 +59,7 @@ class Analysis:
     driver_libs: list[FileRef] = field(default_factory=list)
     nvcc: list[FileRef] = field(default_factory=list)
     static_libs_size: int = 0
+    devel_only_size: int = 0  # nvcc, headers, static libs, profilers: what a runtime image would not carry
     nvidia_wheels_size: int = 0  # site-packages/nvidia/*
     cuda_libs_size: int = 0  # /usr/local/cuda*/lib64 (targets/*/lib)
     caches: dict[str, int] = field(default_factory=dict)
@@ -207,6 +208,8 @@ def combine(result: Analysis, scans: list[LayerScan]) -> Analysis:
         if total:
             result.caches[name] = total
     result.pycache_size = sum(size for path, (size, _) in visible.items() if "/__pycache__/" in path)
+    if result.pycache_size:
+        result.caches["__pycache__"] = result.pycache_size
     # only what is still visible counts as shipped evidence
     result.weights = [w for w in result.weights if visible.get(w.path, (0, -1))[1] == w.layer]
     result.driver_libs = [d for d in result.driver_libs if visible.get(d.path, (0, -1))[1] == d.layer]
@@ -226,6 +229,17 @@ def _evidence(
         result.nvcc.append(FileRef(path, size, layer))
     if path.startswith("usr/local/cuda") and base.endswith(".a"):
         result.static_libs_size += size
+    if (
+        path.startswith("usr/local/cuda")
+        and (
+            base.endswith(".a")
+            or "/include/" in path
+            or "/nvvm/" in path
+            or "/bin/" in path
+            or "/nsight" in path
+        )
+    ) or path.startswith(("opt/nvidia/nsight", "usr/local/cuda/nsight")):
+        result.devel_only_size += size
     if "/site-packages/nvidia/" in path:
         result.nvidia_wheels_size += size
     if path.startswith("usr/local/cuda") and ("/lib64/" in path or "/targets/" in path) and ".so" in base:

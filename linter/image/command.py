@@ -34,9 +34,9 @@ def parse_bandwidth(text: str) -> float:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["plain", "json", "sarif", "github"]),
-    default="plain",
-    show_default=True,
+    type=click.Choice(["tty", "plain", "json", "sarif", "github"]),
+    default=None,
+    help="Output format (default: tty on a terminal, plain otherwise).",
 )
 @click.option(
     "--platform", default="linux/amd64", show_default=True, help="os/arch[/variant] to pick from an index."
@@ -75,7 +75,7 @@ def parse_bandwidth(text: str) -> float:
 @click.option("--fail-on", default="warning", show_default=True, help="error, warning, info or never.")
 def image_command(
     sources: tuple[str, ...],
-    fmt: str,
+    fmt: str | None,
     platform: str,
     min_driver: str | None,
     bandwidth: str,
@@ -95,7 +95,7 @@ def image_command(
     from ..reporters import get_renderer
     from .analysis import analyse
     from .checks import image_findings
-    from .report import build_report, render_text
+    from .report import build_report, render_rich, render_text
     from .sources import open_image
 
     config = Config(
@@ -104,11 +104,13 @@ def image_command(
         fail_on=parse_fail_on(fail_on),
     )
     bps = parse_bandwidth(bandwidth)
+    if fmt is None:
+        fmt = "tty" if sys.stdout.isatty() else "plain"
     reports = []
     all_findings = []
     for source in sources:
         progress: Callable[[int, int], None] | None = None
-        if sys.stderr.isatty() and fmt == "plain":
+        if sys.stderr.isatty() and fmt in ("plain", "tty"):
             progress = _progress_printer(source)
         if source.startswith("docker-daemon:"):
             from .daemon import analyse_daemon_image
@@ -135,6 +137,11 @@ def image_command(
         click.echo(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
     elif fmt == "plain":
         click.echo("\n".join(render_text(r) for r in reports), nl=False)
+    elif fmt == "tty":
+        import os
+
+        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        click.echo("\n".join(render_rich(r, color) for r in reports), nl=False)
     else:
         click.echo(
             get_renderer(fmt)(Report(findings=all_findings, files=list(sources)), color=False), nl=False

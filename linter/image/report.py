@@ -30,6 +30,18 @@ def cuda_summary(env: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def savings(analysis: Analysis) -> dict[str, int]:
+    """Bytes (uncompressed) that fixing GL101, GL107 and GL302 would take out of the image."""
+    out: dict[str, int] = {}
+    if analysis.nvcc and analysis.devel_only_size:
+        out["GL101"] = analysis.devel_only_size
+    if analysis.nvidia_wheels_size > 100_000_000 and analysis.cuda_libs_size > 100_000_000:
+        out["GL107"] = min(analysis.nvidia_wheels_size, analysis.cuda_libs_size)
+    if analysis.weights:
+        out["GL302"] = sum(w.size for w in analysis.weights)
+    return out
+
+
 def build_report(
     analysis: Analysis, findings: list[Finding], bandwidth_bps: float, price_per_hour: float | None
 ) -> dict[str, Any]:
@@ -67,6 +79,7 @@ def build_report(
             for layer in analysis.layers
         ],
         "caches": analysis.caches,
+        "savings": savings(analysis),
         "weights": [{"path": "/" + w.path, "size": w.size, "layer": w.layer + 1} for w in analysis.weights],
         "findings": [f.to_dict() for f in findings],
     }
@@ -93,6 +106,8 @@ def render_text(report: dict[str, Any]) -> str:
         if pull["cost"] is not None:
             line += f", ~{pull['cost']} per pull at the given hourly price"
         lines.append(line)
+    for code, size in report["savings"].items():
+        lines.append(f"savings   {human(size)} unpacked if {code} were fixed")
     lines.append("")
     lines.append(f"{'#':>3}  {'size':>10}  {'share':>6}  created by")
     for layer in report["layers"]:
@@ -107,3 +122,57 @@ def render_text(report: dict[str, Any]) -> str:
         )
     lines.append(f"{len(report['findings'])} finding{'s' if len(report['findings']) != 1 else ''}")
     return "\n".join(lines) + "\n"
+
+
+def render_rich(report: dict[str, Any], color: bool = True) -> str:
+    """The report for a terminal: a summary, a layer table and the findings, with rich."""
+    import io
+    import os
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    buffer = io.StringIO()
+    width = int(os.environ.get("COLUMNS", "120") or 120)
+    console = Console(
+        file=buffer, force_terminal=color, no_color=not color, width=width, highlight=False, markup=False
+    )
+    cuda = report["cuda"]
+    console.print(Text(str(report["reference"]), style="bold"))
+    console.print(f"digest {report['digest']}  platform {report['platform']}")
+    console.print(
+        f"{human(report['compressed_size'])} to pull, {human(report['uncompressed_size'])} unpacked, "
+        f"{human(report['wasted_bytes'])} hidden by later layers"
+    )
+    if cuda["cuda_version"]:
+        console.print(
+            f"CUDA {cuda['cuda_version']} {cuda['flavour'] or ''}"
+            + (f", cuDNN {cuda['cudnn']}" if cuda["cudnn"] else "")
+            + (f"; needs driver >= {cuda['driver_needed']}" if cuda["driver_needed"] else "")
+        )
+    pull = report["pull_estimate"]
+    if pull["seconds"] is not None:
+        cost = f", ~{pull['cost']} per pull" if pull["cost"] is not None else ""
+        console.print(f"pull ~{pull['seconds']} s at {pull['bandwidth_bps'] / 1e9:g} Gbit/s{cost}")
+    for code, size in report["savings"].items():
+        console.print(Text(f"fixing {code} saves {human(size)}", style="green"))
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("#", justify="right")
+    table.add_column("size", justify="right")
+    table.add_column("share", justify="right")
+    table.add_column("created by", overflow="ellipsis", no_wrap=True, max_width=max(20, width - 30))
+    for layer in report["layers"]:
+        created = re.sub(r"^/bin/sh -c (#\(nop\)\s*)?", "", layer["created_by"] or "").replace("\n", " ")
+        table.add_row(
+            str(layer["index"]), human(layer["size"]), f"{layer['share'] * 100:.1f}%", Text(created)
+        )
+    console.print(table)
+    styles = {"error": "red", "warning": "yellow", "info": "blue"}
+    for finding in report["findings"]:
+        line = Text(f"{finding['code']} ", style=styles.get(finding["severity"], ""))
+        line.append(f"[{finding['severity']}] ", style=styles.get(finding["severity"], ""))
+        line.append(f"layer/entry {finding['line']}: {finding['message']}")
+        console.print(line)
+    console.print(Text(f"{len(report['findings'])} findings", style="bold"))
+    return buffer.getvalue()
