@@ -335,11 +335,12 @@ class UnpinnedKernelPackage(Rule):
                 if lost:
                     yield _report_at(self, ctx, spec, _lost_message(spec, lost, spec.name or "", conda=True))
                 elif not spec.pinned:
+                    how = f"constrained only by `{spec.specifier}`" if spec.specifier else "without a version"
                     yield _report_at(
                         self,
                         ctx,
                         spec,
-                        f"{cmd.name} installs {spec.name} without a version: the next build gets another release, "
+                        f"{cmd.name} installs {spec.name} {how}: the next build gets another release, "
                         f"built for another CUDA; pin {spec.name}=<version>",
                     )
                 elif _conda_fuzzy(spec):
@@ -545,19 +546,32 @@ def _builds(cmd: Command, cwd: str, directory: str) -> bool:
 def _pip_builds(values: list[str], cwd: str, directory: str, inside: bool) -> bool:
     from gpulint.installers import PIP_VALUE_OPTIONS
 
+    # pip's general options may come before the verb: `pip --no-cache-dir install ...`
+    while values and values[0].startswith("-"):
+        values = values[2:] if values[0] in ("--cache-dir", "--log", "--proxy", "--python") else values[1:]
     if not values or values[0] not in ("install", "wheel", "build"):
         return values[:1] == ["build"] and inside
     skip = False
+    editable = False
     for value in values[1:]:
         if skip:
             skip = False
             continue
-        if value.startswith("-") and value not in ("-e", "--editable"):
-            skip = value in PIP_VALUE_OPTIONS and value not in ("-e", "--editable")
+        if value in ("-e", "--editable"):
+            editable = True  # the next word is a local project directory (or a VCS URL)
+            continue
+        if value.startswith("-"):
+            skip = value in PIP_VALUE_OPTIONS
             continue
         if "://" in value or value.startswith(("git+", "git@")):
+            editable = False
             continue
-        if value.startswith((".", "/")) or "/" in value or value == posixpath.basename(directory):
+        value = re.sub(r"\[[^\]]*\]$", "", value)  # `python[all]`: a path with extras
+        local = (
+            editable or value.startswith((".", "/")) or "/" in value or value == posixpath.basename(directory)
+        )
+        editable = False
+        if local:
             path = posixpath.normpath(posixpath.join(cwd, value))
             if _inside(path, directory) or (inside and value in (".", "./")):
                 return True

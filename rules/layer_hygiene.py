@@ -242,6 +242,8 @@ def _clean_path(path: str) -> str:
 
 
 def _absolute(cwd: str, path: str) -> str:
+    if path == "~" or path.startswith("~/"):
+        path = "/root" + path[1:]  # root's home: RUN runs as root unless USER says otherwise
     return _clean_path(posixpath.join(cwd, path))
 
 

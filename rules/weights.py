@@ -531,6 +531,7 @@ class WeightsCopiedIntoImage(Rule):
     """
     example = """
         COPY . /app        # the context holds models/llama-3-8b.safetensors (16 GB)
+        COPY checkpoints/adapter.safetensors /app/checkpoints/
     """
     instead = """
         Keep weights out of the context (.dockerignore) and mount them:

@@ -9,9 +9,14 @@ that list.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from pathlib import Path
 
 import pytest
+from gpulint import lint_text
+from gpulint.config import Config
+from gpulint.rule import find_rule
 from test_fixtures import fixture_files, fixture_id, fixture_kind, parse_expectation, render, run_fixture
 
 CODES = (
@@ -62,3 +67,28 @@ def test_two_firing_and_two_quiet_fixtures(code: str) -> None:
     files = fixture_files(code)
     assert len([p for p in files if fixture_kind(p) == "fire"]) >= 2, f"{code}: needs 2 firing fixtures"
     assert len([p for p in files if fixture_kind(p) == "ok"]) >= 2, f"{code}: needs 2 quiet fixtures"
+
+
+_DOCKERFILE_LINE = re.compile(
+    r"^(FROM|RUN|COPY|ADD|ENV|ARG|WORKDIR|VOLUME|CMD|ENTRYPOINT|LABEL|USER|EXPOSE|HEALTHCHECK)\b|^\s+\S|^#"
+)
+
+
+def _snippet(text: str) -> str:
+    """The Dockerfile lines of a docs section (prose lines dropped), on a base image if it has none."""
+    body = "\n".join(
+        line for line in textwrap.dedent(text).strip("\n").splitlines() if _DOCKERFILE_LINE.match(line)
+    )
+    return (body if body.lstrip().startswith("FROM") else "FROM python:3.11-slim\n" + body) + "\n"
+
+
+@pytest.mark.parametrize("code", CODES)
+def test_docs_example_fires_and_instead_does_not(code: str) -> None:
+    rule = find_rule(code)
+    assert rule is not None
+    docs = rule.docs()
+    for section in ("## What it does", "## Why is this bad?", "## Example", "## Use instead"):
+        assert section in docs
+    config = Config(select=(code,))
+    assert lint_text(_snippet(rule.example), path="-", config=config), f"{code}: its example does not fire"
+    assert not lint_text(_snippet(rule.instead), path="-", config=config), f"{code}: its fix still fires"

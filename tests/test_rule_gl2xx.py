@@ -521,3 +521,24 @@ def test_gl206_other_packages(tmp_path: Path) -> None:
         "requirements.txt transformers", "requirements.txt -c /r/c.txt transformers==4.46.3"
     )
     assert run(constrained, "GL206", tmp_path) == []
+
+
+def test_gl202_git_clone_then_editable_install_with_extras() -> None:
+    text = (
+        PY
+        + "WORKDIR /ws\n"
+        + "RUN git clone --depth=1 https://github.com/sgl-project/sglang.git && cd sglang \\\n"
+        + '    && if [ "$T" = srt ]; then python3 -m pip --no-cache-dir install -e "python[srt]"; fi\n'
+    )
+    found = run(text, "GL202")
+    assert lines(found) == [3]
+    assert found[0].message.startswith("git clone of sglang with no --branch or checkout and then a build")
+    # a pip install of an index URL inside the clone directory is not a build of the clone
+    other = PY + "WORKDIR /o\nRUN git clone https://github.com/a/app\nWORKDIR /o/app\n"
+    assert (
+        run(
+            other + "RUN pip install x==1 --index-url https://download.pytorch.org/whl/cu121 -c ./c.txt\n",
+            "GL202",
+        )
+        == []
+    )

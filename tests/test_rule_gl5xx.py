@@ -148,6 +148,7 @@ def test_gl505_message() -> None:
         ("COPY big.tar.gz /opt/\nRUN tar xzf /opt/big.tar.gz -C /opt && rm /opt/big.tar.gz", 3),
         ("RUN apt-get update\nRUN rm -rf /var/lib/apt/lists/*", 3),
         ("RUN pip install numpy==1.26.4\nRUN rm -rf /root/.cache/pip", 3),
+        ("WORKDIR /app\nRUN pip install numpy==1.26.4\nRUN rm -rf ~/.cache/pip", 4),
         ("RUN uv pip install --system numpy==1.26.4\nRUN rm -rf /root/.cache", 3),
         ("RUN git clone --depth 1 https://github.com/a/b /src/b\nRUN rm -rf /src/b/.git", 3),
         ("WORKDIR /app\nCOPY . .\nRUN rm -rf tests", 4),
