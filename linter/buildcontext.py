@@ -204,10 +204,16 @@ def _logical_lines(text: str) -> list[tuple[int, int, str]]:
 
 
 def read_requirements(
-    path: Path, display: str, depth: int = 0, seen: set[Path] | None = None
+    path: Path, display: str, depth: int = 0, seen: set[Path] | None = None, root: Path | None = None
 ) -> RequirementsFile | None:
-    """Parse a pip requirements file with its ``-r``/``-c`` includes (relative to it)."""
+    """Parse a pip requirements file with its ``-r``/``-c`` includes (relative to it).
+
+    With ``root`` (the build context), an include that leaves it - by ``..`` or through a
+    symlink - is not read: only files inside the context can reach the image.
+    """
     seen = seen if seen is not None else set()
+    if root is not None and not _within(root, path):
+        return None
     text = _read_text(path, seen, depth)
     if text is None:
         return None
@@ -223,7 +229,7 @@ def read_requirements(
             if option in ("-r", "--requirement", "-c", "--constraint") and value:
                 include = path.parent / value
                 child = read_requirements(
-                    include, posixpath.join(posixpath.dirname(display), value), depth + 1, seen
+                    include, posixpath.join(posixpath.dirname(display), value), depth + 1, seen, root
                 )
                 if child is not None:
                     if option in ("-c", "--constraint"):
@@ -357,6 +363,15 @@ def _env(instr: Instruction, cmd: Command | None, name: str) -> str | None:
     return instr.scope.get(name)
 
 
+def _within(root: Path, path: Path) -> bool:
+    try:
+        base = root.resolve()
+        target = path.resolve()
+    except (OSError, RuntimeError):
+        return False
+    return target == base or base in target.parents
+
+
 def cd_prefix(ctx: LintContext, instr: Instruction, command: Command) -> str:
     """Where earlier `cd` commands of the same RUN left the shell when ``command`` runs
     (relative to WORKDIR, or absolute): `RUN cd server && pip install -r requirements.txt`."""
@@ -395,7 +410,7 @@ def pip_sources(ctx: LintContext, stage: Stage, instr: Instruction, install: Ins
         local = context_file_for(ctx, stage, instr, posixpath.join(cwd, image_path))
         if local is None or not local.is_file():
             continue
-        parsed = read_requirements(local, display_path(ctx, local))
+        parsed = read_requirements(local, display_path(ctx, local), root=ctx.context_dir)
         if parsed is None:
             continue
         if kind == "r":

@@ -203,9 +203,12 @@ def _apply_pragmas(
 
     unused_cls = find_rule("GL003")
     if unused_cls is not None and is_enabled(unused_cls, config):
+        enabled = enabled_rules(config)
         for pragma in pragmas:
             for name in pragma.names:
-                if name not in pragma.used and selector_known(name):
+                # a pragma for a rule that did not run could not have suppressed anything
+                ran = any(_names(name, Finding(c.code, c.slug, c.severity, "", path, 1)) for c in enabled)
+                if name not in pragma.used and selector_known(name) and ran:
                     kept.append(
                         unused_cls().finding_at(
                             path, pragma.line, f"`{name}` in this {pragma.kind} pragma suppressed nothing"

@@ -179,11 +179,33 @@ def parse_install(cmd: Command) -> Install | None:
             if not word.value.startswith("-"):
                 break
         return None
-    if name == "uv" and len(args) >= 2 and args[0].value == "pip":
-        return _pip(cmd, args[1:], tool="uv")
-    if name == "uv" and args[0].value == "add":
-        return _pip(cmd, [Word("install", "install", args[0].line, args[0].column), *args[1:]], tool="uv")
+    if name == "uv":
+        # uv's global options may come before the subcommand: `uv --no-cache pip install torch`
+        index = 0
+        while index < len(args) and args[index].value.startswith("-"):
+            index += 2 if args[index].value in UV_GLOBAL_VALUE_OPTIONS else 1
+        rest = args[index:]
+        global_options = args[:index]
+        if len(rest) >= 2 and rest[0].value == "pip":
+            return _pip(cmd, [*rest[1:2], *global_options, *rest[2:]], tool="uv")
+        if rest and rest[0].value == "add":
+            verb = Word("install", "install", rest[0].line, rest[0].column)
+            return _pip(cmd, [verb, *global_options, *rest[1:]], tool="uv")
     return None
+
+
+UV_GLOBAL_VALUE_OPTIONS = frozenset(
+    {
+        "--cache-dir",
+        "--directory",
+        "--project",
+        "--config-file",
+        "--color",
+        "--python",
+        "-p",
+        "--allow-insecure-host",
+    }
+)
 
 
 def _is_pip(name: str) -> bool:

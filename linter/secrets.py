@@ -151,3 +151,13 @@ def redact_finding(finding: Finding) -> Finding:
 def redact_source(df: Dockerfile) -> str:
     """The Dockerfile's text with every secret value masked, for code frames."""
     return redact_text(df.text, scan(df))
+
+
+def redact_url(text: str) -> str:
+    """``https://user:token@host/...`` with the password (or lone token) replaced by ***."""
+    return re.sub(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@", _redact_userinfo, text)
+
+
+def _redact_userinfo(match: re.Match[str]) -> str:
+    user, sep, _ = match.group("userinfo").partition(":")
+    return f"{match.group('scheme')}{user + ':' + REDACTED if sep else REDACTED}@"

@@ -257,7 +257,12 @@ def _unpinned_message(ctx: LintContext, spec: PackageSpec, name: str, conda: boo
     pin = f"{name}=<version>" if conda else f"{name}==<version>"
     where = f" (in {_context_relative(ctx, spec.source)})" if spec.source else ""
     if spec.kind == "vcs":
-        return f"{name}{where} is installed from a git branch ({spec.raw}); pin a commit SHA or a release tag"
+        from gpulint.secrets import redact_url
+
+        return (
+            f"{name}{where} is installed from a git branch ({redact_url(spec.raw)}); "
+            "pin a commit SHA or a release tag"
+        )
     if spec.kind == "url":
         return (
             f"{name}{where} is installed from {spec.raw}, a URL without a version in its file name; "

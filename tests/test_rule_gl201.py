@@ -257,11 +257,6 @@ def test_one_requirements_file_installed_twice_is_reported_once(tmp_path: Path) 
 # -- bugs in files this rule relies on -----------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="linter/installers.py: parse_install does not see `uv <global options> pip install` "
-    "(an option before the `pip` subcommand), so GL201 misses `uv --no-cache pip install torch`",
-)
 def test_uv_global_option_before_pip() -> None:
     assert len(gl201(dockerfile(FROM, "RUN uv --no-cache pip install --system torch"))) == 1
 

@@ -65,10 +65,6 @@ def test_no_format_prints_a_secret_of_gl2_gl3_gl5_gl6(fmt: str) -> None:
     assert output and leaked(output) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="rules/pinning.py (GL201) quotes the git URL of an unpinned framework with its credentials",
-)
 def test_no_rule_prints_a_secret() -> None:
     result = lint(
         "Dockerfile",
