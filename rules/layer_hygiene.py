@@ -481,6 +481,9 @@ class DeletedInLaterLayer(Rule):
                 if origin is None:
                     continue
                 source = origin.origin
+                if source.keyword in ("COPY", "ADD") and _small_file_name(target):
+                    # an install script or a config file copied in and removed after use: a few KB
+                    continue
                 hint = (
                     "; copy only what the image needs (or use RUN --mount=type=bind for files needed only to build)"
                     if source.keyword in ("COPY", "ADD")
@@ -494,6 +497,31 @@ class DeletedInLaterLayer(Rule):
                     column=cmd.argv[0].column,
                 )
                 break
+
+
+_SMALL_FILE_SUFFIXES = (
+    ".sh",
+    ".py",
+    ".txt",
+    ".cfg",
+    ".conf",
+    ".json",
+    ".yaml",
+    ".yml",
+    ".toml",
+    ".patch",
+    ".diff",
+    ".ini",
+    ".md",
+    ".gitconfig",
+    ".cpp",
+    ".c",
+    ".h",
+)
+
+
+def _small_file_name(path: str) -> bool:
+    return path.lower().endswith(_SMALL_FILE_SUFFIXES)
 
 
 # -- GL506 -------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from gpulint import lint_text
 from gpulint.config import Config
 from gpulint.engine import lint
 from gpulint.finding import Finding
@@ -542,3 +543,12 @@ def test_gl202_git_clone_then_editable_install_with_extras() -> None:
         )
         == []
     )
+
+
+def test_gl203_leaves_nightly_pairs_alone() -> None:
+    # vllm-project/vllm pins a torch nightly with the torchvision nightly of the same days
+    text = (
+        "FROM nvidia/cuda:12.8.1-devel-ubuntu22.04\n"
+        'RUN pip install --no-cache-dir "torch==2.8.0.dev20250318+cu128" "torchvision==0.22.0.dev20250319"\n'
+    )
+    assert [f.code for f in lint_text(text, config=Config(select=("GL203",)))] == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from gpulint import lint_text
 from gpulint.config import Config
 from gpulint.engine import lint
 from gpulint.finding import Finding
@@ -240,3 +241,17 @@ def test_gl508() -> None:
     assert (
         run(PY + "RUN --mount=type=cache,target=/root/.cache/pip pip install torch==2.5.1\n", "GL508") == []
     )
+
+
+def test_gl505_ignores_install_scripts_removed_after_use() -> None:
+    # NVIDIA/TensorRT-LLM: COPY docker/common/ . then RUN bash ./install_base.sh && rm install_base.sh
+    text = (
+        "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n"
+        "WORKDIR /tmp\n"
+        "COPY docker/common/install_base.sh install_base.sh\n"
+        "RUN bash ./install_base.sh && rm install_base.sh\n"
+        "COPY wheels /tmp/wheels\n"
+        "RUN rm -rf /tmp/wheels\n"
+    )
+    findings = lint_text(text, config=Config(select=("GL505",)))
+    assert [(f.code, f.line) for f in findings] == [("GL505", 6)]
