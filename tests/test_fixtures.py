@@ -1,4 +1,4 @@
-"""Table-driven fixtures for GL001-GL003, GL101, GL103, GL201, GL401, GL502 and GL503.
+"""Table-driven fixtures for every rule: one folder per code under fixtures/rules/.
 
 Each fixture is ``fixtures/rules/<CODE>/fire-*.Dockerfile`` / ``ok-*.Dockerfile``, or a build
 context ``fixtures/rules/<CODE>/{fire,ok}-*/Dockerfile`` with the files it installs from. Its
@@ -11,7 +11,8 @@ first comment line (after parser directives such as ``# escape=``) says what it 
 ``CODE@LINE`` is a finding in the Dockerfile, ``CODE@FILE:LINE`` one in another file of the
 build context (a requirements file). The findings of the run must be exactly that list; the
 codes after ``none-of`` document what the fixture is about (a sloppy rule would fire there).
-Options go on ``# gpulint-test:`` lines: ``--target STAGE``, ``--build-arg K=V``.
+Options go on ``# gpulint-test:`` lines: ``--target STAGE``, ``--build-arg K=V``,
+``--min-driver VERSION``.
 The fixture's directory is the build context.
 """
 
@@ -28,7 +29,7 @@ from gpulint.config import Config
 from gpulint.engine import lint
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rules"
-CODES = ("GL001", "GL002", "GL003", "GL101", "GL103", "GL201", "GL401", "GL502", "GL503")
+CODES = tuple(sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and re.match(r"^GL\d{3}$", p.name)))
 _EXPECT_RE = re.compile(r"^#\s*expect:\s*(.*)$")
 _OPTIONS_RE = re.compile(r"^#\s*gpulint-test:\s*(.*)$")
 _DIRECTIVE_RE = re.compile(r"^#\s*(syntax|escape|check)\s*=", re.I)
@@ -43,6 +44,7 @@ class Expectation:
     none_of: set[str] = field(default_factory=set)
     target: str | None = None
     build_args: dict[str, str] = field(default_factory=dict)
+    min_driver: str | None = None
 
 
 def parse_expectation(text: str) -> Expectation:
@@ -78,7 +80,9 @@ def parse_expectation(text: str) -> Expectation:
         words = shlex.split(options.group(1))
         for i, word in enumerate(words):
             value = words[i + 1] if i + 1 < len(words) else ""
-            if word == "--target":
+            if word == "--min-driver":
+                exp.min_driver = value
+            elif word == "--target":
                 exp.target = value
             elif word == "--build-arg":
                 key, _, val = value.partition("=")
@@ -112,7 +116,7 @@ def run_fixture(path: Path) -> tuple[Expectation, list[Location]]:
     """Lint a fixture with the rules on by default plus its folder's rule; its directory is the context."""
     text = path.read_text("utf-8")
     exp = parse_expectation(text)
-    config = Config(extend_select=(fixture_code(path),))
+    config = Config(extend_select=(fixture_code(path),), min_driver=exp.min_driver)
     result = lint(
         str(path),
         text,
@@ -179,3 +183,18 @@ def test_parse_expectation() -> None:
     for bad in ("FROM scratch\n", "# expect: GL101\n", "# expect: none-of 101\n"):
         with pytest.raises(ValueError):
             parse_expectation(bad)
+
+
+def test_every_rule_has_a_fixture_folder() -> None:
+    from gpulint.rule import all_rules
+
+    assert {cls.code for cls in all_rules()} <= set(CODES)
+
+
+def test_min_driver_changes_the_verdict() -> None:
+    """The same satisfying-floor fixture without its --min-driver line gets GL106's info finding."""
+    path = FIXTURES / "GL106" / "ok-floor-satisfies.Dockerfile"
+    text = path.read_text("utf-8")
+    assert parse_expectation(text).min_driver == "535.104.05"
+    result = lint(str(path), text, Config(extend_select=("GL106",)), context_dir=str(path.parent))
+    assert [f.code for f in result.findings if f.code == "GL106"] == ["GL106"]
