@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,15 +34,10 @@ def workdir_at(stage: Stage, instr: Instruction) -> str:
 
 
 def _copy_parts(instr: Instruction) -> tuple[list[str], str] | None:
-    argv = instr.exec_form
-    if argv is None:
-        try:
-            argv = shlex.split(instr.args)
-        except ValueError:
-            argv = instr.args.split()
-    if instr.heredocs or len(argv) < 2:
+    if instr.heredocs:
         return None
-    return [instr.expand(a).text for a in argv[:-1]], instr.expand(argv[-1]).text
+    sources, dest = instr.copy_operands()
+    return (sources, dest) if sources else None
 
 
 def context_file_for(ctx: LintContext, stage: Stage, instr: Instruction, image_path: str) -> Path | None:

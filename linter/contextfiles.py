@@ -19,7 +19,6 @@ import functools
 import os
 import posixpath
 import re
-import shlex
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -216,16 +215,7 @@ def ignore_rules(root: Path, dockerfile_path: str | None = None) -> list[IgnoreR
 
 def copy_sources(instr: Instruction) -> list[str]:
     """The sources of a COPY/ADD as written (variables expanded), without the destination."""
-    argv = instr.exec_form
-    if argv is None:
-        try:
-            argv = shlex.split(instr.args)
-        except ValueError:
-            argv = instr.args.split()
-    return [instr.expand(a).text for a in argv[:-1]]
-
-
-_sources = copy_sources  # kept for callers of the old name
+    return instr.copy_operands()[0]
 
 
 def resolve_inside(root: Path, relative: str) -> Path | None:

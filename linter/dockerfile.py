@@ -108,6 +108,20 @@ class Instruction:
     def expand(self, text: str) -> Expanded:
         return expand(text, self.scope)
 
+    def copy_operands(self) -> tuple[list[str], str]:
+        """COPY/ADD sources and destination as written, variables expanded; ([], "") when absent."""
+        import shlex
+
+        argv = self.exec_form
+        if argv is None:
+            try:
+                argv = shlex.split(self.args)
+            except ValueError:
+                argv = self.args.split()
+        if len(argv) < 2:
+            return [], ""
+        return [self.expand(a).text for a in argv[:-1]], self.expand(argv[-1]).text
+
     def key_values(self) -> list[tuple[str, str]]:
         """ENV/LABEL/ARG pairs: ``K=V K2="V 2"`` or legacy ``K V`` (unquoted, not expanded)."""
         return parse_key_values(self.args, legacy=self.keyword == "ENV")

@@ -133,7 +133,7 @@ class CredentialFileCopied(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        from gpulint.contextfiles import copied_files
+        from gpulint.contextfiles import copied_files, copy_sources
 
         for stage in ctx.stages:
             for instr in stage.instructions:
@@ -145,7 +145,7 @@ class CredentialFileCopied(Rule):
                 from_stage = instr.flag("from")
                 if from_stage is not None and not ctx.is_shipped(stage):
                     continue  # a credential moved between builder stages never ships
-                sources = _sources(instr)
+                sources = copy_sources(instr)
                 reported = False
                 for source in sources:
                     if source.startswith(("http://", "https://")):
@@ -207,16 +207,6 @@ class CredentialFileCopied(Rule):
                     "credential is in the Dockerfile and in a layer; use RUN --mount=type=secret",
                     instruction=instr,
                 )
-
-
-def _sources(instr: Instruction) -> list[str]:
-    argv = instr.exec_form
-    if argv is None:
-        try:
-            argv = shlex.split(instr.args)
-        except ValueError:
-            argv = instr.args.split()
-    return [instr.expand(a).text for a in argv[:-1]]
 
 
 @register
