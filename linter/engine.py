@@ -166,7 +166,7 @@ def lint(
             crash.__cause__ = exc
             on_crash(crash)  # a bug in one rule must not hide the other rules' findings
             continue
-        findings.extend(produced)
+        findings.extend(_one_per_place(produced) if cls.one_per_place else produced)
     findings = _apply_pragmas(findings, pragmas, path, config)
     findings = _apply_per_file_ignores(findings, config)
     if config.severity:
@@ -176,6 +176,18 @@ def lint(
                 f.severity = override
     findings.sort(key=Finding.sort_key)
     return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile)
+
+
+def _one_per_place(findings: list[Finding]) -> list[Finding]:
+    """A rule reports a place once: the first finding at a (file, line, column) wins."""
+    seen: set[tuple[str, int, int]] = set()
+    out = []
+    for finding in findings:
+        key = (finding.path, finding.line, finding.column)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
 
 
 class RuleCrash(RuntimeError):

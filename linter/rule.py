@@ -32,6 +32,9 @@ class Rule:
     instead: ClassVar[str]
     fix_safety: ClassVar[FixSafety] = FixSafety.NONE
     enabled_by_default: ClassVar[bool] = True
+    # True: the engine keeps only the first finding at each (file, line, column) - for rules that
+    # see one package through several routes (command line, -r files, constraints).
+    one_per_place: ClassVar[bool] = False
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         raise NotImplementedError

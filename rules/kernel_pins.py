@@ -212,6 +212,7 @@ def _conda_fuzzy(spec: PackageSpec) -> bool:
 class UnpinnedKernelPackage(Rule):
     code = "GL202"
     slug = "unpinned-kernel-package"
+    one_per_place = True
     severity = Severity.ERROR
     fix_safety = FixSafety.SUGGEST
     summary = "A CUDA kernel library is installed without an exact version or commit"
@@ -253,14 +254,6 @@ class UnpinnedKernelPackage(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        seen: set[tuple[str, int, int]] = set()
-        for finding in self._check(ctx):
-            key = (finding.path, finding.line, finding.column)
-            if key not in seen:
-                seen.add(key)
-                yield finding
-
-    def _check(self, ctx: LintContext) -> Iterator[Finding]:
         unrelated: dict[str, str] = data.load("kernels")["unrelated_pypi"]
         pinned_by_stage: dict[int, set[str]] = {}
         for stage in ctx.stages:

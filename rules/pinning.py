@@ -54,6 +54,7 @@ def lost_constraint(cmd: Command, spec: PackageSpec) -> str | None:
 class UnpinnedFramework(Rule):
     code = "GL201"
     slug = "unpinned-framework"
+    one_per_place = True
     severity = Severity.ERROR
     summary = "A deep-learning framework is installed without an exact version"
     what = """
@@ -92,14 +93,6 @@ class UnpinnedFramework(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        seen: set[tuple[str, int, int]] = set()
-        for finding in self._check(ctx):
-            key = (finding.path, finding.line, finding.column)
-            if key not in seen:
-                seen.add(key)
-                yield finding
-
-    def _check(self, ctx: LintContext) -> Iterator[Finding]:
         pip_names, pip_prefixes, conda_names = framework_names()
 
         def is_framework(name: str | None) -> bool:
