@@ -127,6 +127,11 @@ def _check_rule_names(option: str, names: Sequence[str]) -> None:
 @click.option("-q", "--quiet", is_flag=True, help="Only the summary line.")
 @click.option("--statistics", is_flag=True, help="Counts per rule instead of findings.")
 @click.option("--stdin-filename", default=None, help="Name to report for '-' (stdin).")
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place, then report what is left.")
+@click.option(
+    "--unsafe-fixes", is_flag=True, help="Also apply unsafe fixes (implies --fix unless --diff is given)."
+)
+@click.option("--diff", "show_diff", is_flag=True, help="Print the fixes as a unified diff; change no file.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
 @click.version_option(__version__, "--version", prog_name="gpulint", message="%(prog)s %(version)s")
 @click.pass_context
@@ -151,6 +156,9 @@ def lint_command(
     quiet: bool,
     statistics: bool,
     stdin_filename: str | None,
+    fix: bool,
+    unsafe_fixes: bool,
+    show_diff: bool,
     debug: bool,
 ) -> NoReturn:
     """Lint GPU/CUDA Dockerfiles: PATH may be a file, a directory (searched recursively) or - for stdin."""
@@ -218,6 +226,7 @@ def lint_command(
         )
 
     stdin_data: bytes | None = None
+    fixer = _Fixer(write=not show_diff, unsafe=unsafe_fixes) if (fix or unsafe_fixes or show_diff) else None
     for path in files:
         config = configure(finder.config_for(path))
         try:
@@ -232,9 +241,13 @@ def lint_command(
                 except DockerfileError as exc:
                     raise InputError(str(exc)) from None
                 stdin_context = str(Path(name).parent) if stdin_filename else None
+                if fixer is not None:
+                    text = fixer.run(name, text, None, config, cli_args, target, context_dir or stdin_context)
                 result = lint(name, text, config, cli_args, target, context_dir or stdin_context, on_crash)
             else:
                 text = read_source(path)
+                if fixer is not None:
+                    text = fixer.run(path, text, path, config, cli_args, target, context_dir)
                 result = lint(path, text, config, cli_args, target, context_dir, on_crash)
         except InputError as exc:
             if debug:
@@ -248,7 +261,15 @@ def lint_command(
     code = 2 if errors else _exit_code(results)
     report = _build_report(findings, [r for r, _ in results], configure(fixed_config or Config()))
     try:
-        _emit(report, reports, no_color, quiet, statistics)
+        if fixer is not None and show_diff:
+            ctx.exit(2 if errors else fixer.finish_diff())
+        if fixer is not None and fixer.stdin_text is not None:
+            click.echo(fixer.stdin_text, nl=False)  # the fixed file on stdout; the report goes to stderr
+        _emit(
+            report, reports, no_color, quiet, statistics, fixer is not None and fixer.stdin_text is not None
+        )
+        if fixer is not None and not quiet:
+            fixer.summary()
     except BrokenPipeError:
         _silence_stdout()
     ctx.exit(code)
@@ -480,7 +501,14 @@ def _report_targets(ctx: click.Context, formats: Sequence[str], outputs: Sequenc
     return targets
 
 
-def _emit(report: Report, targets: list[_Target], no_color: bool, quiet: bool, statistics: bool) -> None:
+def _emit(
+    report: Report,
+    targets: list[_Target],
+    no_color: bool,
+    quiet: bool,
+    statistics: bool,
+    to_stderr: bool = False,
+) -> None:
     from .reporters import get_renderer
 
     stdout_tty = sys.stdout.isatty()
@@ -493,12 +521,75 @@ def _emit(report: Report, targets: list[_Target], no_color: bool, quiet: bool, s
         if target.path is not None:
             continue
         if statistics:
-            click.echo(_statistics(report), nl=False)
+            click.echo(_statistics(report), nl=False, err=to_stderr)
         elif quiet:
-            click.echo(_summary(report))
+            click.echo(_summary(report), err=to_stderr)
         else:
             color = stdout_tty and color_ok and target.fmt == "tty"
-            click.echo(get_renderer(target.fmt)(report, color=color), nl=False)
+            click.echo(
+                get_renderer(target.fmt)(report, color=color and not to_stderr), nl=False, err=to_stderr
+            )
+
+
+class _Fixer:
+    """--fix / --unsafe-fixes / --diff: fix each file's text before it is linted (see gpulint.fixes)."""
+
+    def __init__(self, write: bool, unsafe: bool) -> None:
+        self.write = write
+        self.unsafe = unsafe
+        self.fixed = 0
+        self.files = 0
+        self.diffs: list[str] = []
+        self.stdin_text: str | None = None
+
+    def run(
+        self,
+        name: str,
+        text: str,
+        path: str | None,
+        config: Config,
+        build_args: dict[str, str],
+        target: str | None,
+        context_dir: str | None,
+    ) -> str:
+        """The text to lint: the fixed one (written back unless --diff), or the file as it is."""
+        from .fixes import fix_text, read_source_file, unified_diff, write_fixed
+
+        source = read_source_file(path) if path is not None else None
+        outcome = fix_text(text, name, config, build_args, target, context_dir, unsafe=self.unsafe)
+        for message in outcome.messages:
+            click.echo(f"gpulint: warning: {message}", err=True)
+        if not outcome.changed:
+            if path is None and self.write:
+                self.stdin_text = text
+            return text
+        if not self.write:
+            self.diffs.append(unified_diff(name, outcome.original, outcome.fixed))
+        elif source is None:
+            self.stdin_text = outcome.fixed
+        else:
+            try:
+                write_fixed(source, outcome.fixed)
+            except OSError as exc:
+                click.echo(f"gpulint: error: {name}: not fixed: {exc.strerror or exc}", err=True)
+                return text
+        self.fixed += len(outcome.applied)
+        self.files += 1
+        return outcome.fixed if self.write else text
+
+    def finish_diff(self) -> int:
+        """--diff: the diffs on stdout, a count on stderr; 1 when something would change."""
+        for diff in self.diffs:
+            click.echo(diff, nl=False)
+        if self.fixed:
+            click.echo(f"gpulint: would fix {self.fixed} finding(s) in {self.files} file(s)", err=True)
+            return 1
+        click.echo("gpulint: nothing to fix", err=True)
+        return 0
+
+    def summary(self) -> None:
+        if self.write and self.fixed:
+            click.echo(f"gpulint: fixed {self.fixed} finding(s) in {self.files} file(s)", err=True)
 
 
 def _summary(report: Report) -> str:
@@ -604,10 +695,18 @@ def explain_command(rule: str) -> None:
     click.echo(cls.docs(), nl=False)
 
 
-def _image_command() -> click.Command:
-    from .image.command import image_command
+def _lazy_command(name: str) -> click.Command:
+    """Subcommands whose modules are imported only when used (a plain lint stays fast)."""
+    if name == "image":
+        from .image.command import image_command
 
-    return image_command
+        return image_command
+    if name == "doctor":
+        from .doctor import doctor_command
+
+        command: click.Command = doctor_command()
+        return command
+    raise KeyError(name)
 
 
 SUBCOMMANDS: dict[str, click.Command | None] = {
@@ -615,6 +714,7 @@ SUBCOMMANDS: dict[str, click.Command | None] = {
     "explain": explain_command,
     "lint": lint_command,
     "image": None,  # imported on use
+    "doctor": None,  # imported on use
 }
 
 
@@ -640,7 +740,8 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     name = "gpulint"
     if args and args[0] in SUBCOMMANDS and not Path(args[0]).is_file():
         name = f"gpulint {args[0]}"
-        command = SUBCOMMANDS[args.pop(0)] or _image_command()
+        sub = args.pop(0)
+        command = SUBCOMMANDS[sub] or _lazy_command(sub)
     code: int
     try:
         result = command.main(args, prog_name=name, standalone_mode=False, obj={"argv": list(args)})
