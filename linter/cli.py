@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .engine import LintResult
     from .report import Report
 
-FORMAT_CHOICES = ("tty", "plain", "json", "sarif", "github", "gitlab", "checkstyle", "junit")
+FORMAT_CHOICES = ("tty", "plain", "json", "sarif", "github", "gitlab", "checkstyle", "junit", "html")
 FAIL_LEVEL = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
 
 
@@ -66,7 +66,8 @@ def _check_rule_names(option: str, names: Sequence[str]) -> None:
 
 @click.command(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Other commands: gpulint rules, gpulint explain CODE|SLUG. Exit codes: 0 clean, 1 findings, 2 error.",
+    epilog="Other commands: gpulint image, gpulint optimize, gpulint doctor, gpulint rules, "
+    "gpulint explain CODE|SLUG. Exit codes: 0 clean, 1 findings, 2 error.",
 )
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(
@@ -108,6 +109,13 @@ def _check_rule_names(option: str, names: Sequence[str]) -> None:
 )
 @click.option("--min-driver", default=None, help="Oldest NVIDIA driver in your fleet, e.g. 535.104.05.")
 @click.option(
+    "--gpus-available",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="GPUs on the host that runs the compose files (GL703 checks counts against it).",
+)
+@click.option(
     "--build-arg",
     "build_args",
     multiple=True,
@@ -148,6 +156,7 @@ def lint_command(
     target: str | None,
     context_dir: str | None,
     min_driver: str | None,
+    gpus_available: int | None,
     build_args: tuple[str, ...],
     config_file: str | None,
     no_config: bool,
@@ -161,7 +170,8 @@ def lint_command(
     show_diff: bool,
     debug: bool,
 ) -> NoReturn:
-    """Lint GPU/CUDA Dockerfiles: PATH may be a file, a directory (searched recursively) or - for stdin."""
+    """Lint GPU/CUDA Dockerfiles and compose/Kubernetes files: PATH may be a file, a directory
+    (searched recursively for Dockerfiles and compose files) or - for stdin."""
     from .engine import InputError, lint, read_source
 
     # -- everything the command line says is checked before any file is read --------
@@ -243,12 +253,21 @@ def lint_command(
                 stdin_context = str(Path(name).parent) if stdin_filename else None
                 if fixer is not None:
                     text = fixer.run(name, text, None, config, cli_args, target, context_dir or stdin_context)
-                result = lint(name, text, config, cli_args, target, context_dir or stdin_context, on_crash)
+                result = lint(
+                    name,
+                    text,
+                    config,
+                    cli_args,
+                    target,
+                    context_dir or stdin_context,
+                    on_crash,
+                    gpus_available,
+                )
             else:
                 text = read_source(path)
                 if fixer is not None:
                     text = fixer.run(path, text, path, config, cli_args, target, context_dir)
-                result = lint(path, text, config, cli_args, target, context_dir, on_crash)
+                result = lint(path, text, config, cli_args, target, context_dir, on_crash, gpus_available)
         except InputError as exc:
             if debug:
                 raise
@@ -262,7 +281,8 @@ def lint_command(
     report = _build_report(findings, [r for r, _ in results], configure(fixed_config or Config()))
     try:
         if fixer is not None and show_diff:
-            ctx.exit(2 if errors else fixer.finish_diff())
+            diff_code = fixer.finish_diff()
+            ctx.exit(2 if errors else diff_code)
         if fixer is not None and fixer.stdin_text is not None:
             click.echo(fixer.stdin_text, nl=False)  # the fixed file on stdout; the report goes to stderr
         _emit(
@@ -293,6 +313,8 @@ def _build_report(findings: list[Finding], results: list[LintResult], base_confi
 
     # code frames show source lines: never a secret value (tokens, credential ARG/ENV values)
     sources = {r.path: _redacted(r) for r in results}
+    for r in results:
+        sources.update(r.extra_sources)  # compose files (redacted) and the Dockerfiles they build
     for f in findings:
         if f.path not in sources:
             with contextlib.suppress(OSError, UnicodeDecodeError):
@@ -372,7 +394,7 @@ class _ConfigFinder:
 
 
 def _collect(paths: Sequence[str], finder: _ConfigFinder, force_exclude: bool) -> list[str]:
-    from .discovery import find_files, is_compose_name
+    from .discovery import find_files
 
     files: list[str] = []
     for raw in paths:
@@ -382,16 +404,14 @@ def _collect(paths: Sequence[str], finder: _ConfigFinder, force_exclude: bool) -
             continue
         path = Path(raw)
         if path.is_dir():
-            found = find_files(path, finder.excluded)
+            found = find_files(path, finder.excluded, compose=True)
             if not found:
-                click.echo(f"gpulint: warning: no Dockerfiles found under {raw}", err=True)
+                click.echo(f"gpulint: warning: no Dockerfiles or compose files found under {raw}", err=True)
             files.extend(str(p) for p in found)
         elif not path.exists():
             raise UserError(f"{raw}: no such file or directory")
         elif force_exclude and finder.excluded(path):
             continue
-        elif is_compose_name(path.name) or path.suffix in (".yml", ".yaml"):
-            raise UserError(f"{raw}: compose and Kubernetes files are not supported yet (Dockerfiles only)")
         else:
             files.append(raw)
     return list(dict.fromkeys(files))  # a file named twice is linted once
@@ -701,6 +721,11 @@ def _lazy_command(name: str) -> click.Command:
         from .image.command import image_command
 
         return image_command
+    if name == "optimize":
+        from .optimize import optimize_command
+
+        optimize: click.Command = optimize_command()
+        return optimize
     if name == "doctor":
         from .doctor import doctor_command
 
@@ -714,6 +739,7 @@ SUBCOMMANDS: dict[str, click.Command | None] = {
     "explain": explain_command,
     "lint": lint_command,
     "image": None,  # imported on use
+    "optimize": None,  # imported on use
     "doctor": None,  # imported on use
 }
 

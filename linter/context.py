@@ -60,6 +60,9 @@ class LintContext:
     def commands(self, instr: Instruction) -> list[Command]:
         if instr.keyword != "RUN":
             return []
+        cached: list[Command] | None = getattr(instr, "_commands", None)
+        if cached is not None:  # run_commands' cache: skip the O(stage) SHELL lookup
+            return cached
         stage = self.stage_of(instr)
         posix = self.shell_is_posix(stage) if stage is not None else True
         return run_commands(instr, posix)

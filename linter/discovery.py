@@ -36,11 +36,14 @@ def is_compose_name(name: str) -> bool:
 def find_files(
     directory: Path,
     exclude: tuple[str, ...] | Callable[[Path], bool] = (),
+    compose: bool = False,
 ) -> list[Path]:
-    """Dockerfiles under ``directory``, skipping VCS folders, .gitignore'd and excluded paths.
+    """Dockerfiles (with ``compose``, also compose files) under ``directory``, skipping VCS
+    folders, .gitignore'd and excluded paths.
 
     ``exclude`` is a tuple of glob patterns (matched against the path and its name) or a
-    function that says whether a file or folder is excluded.
+    function that says whether a file or folder is excluded. Kubernetes manifests have no
+    names of their own: they are linted only when named.
     """
     if callable(exclude):
         excluded = exclude
@@ -54,7 +57,7 @@ def find_files(
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not excluded(Path(root, d)))
         for name in sorted(files):
-            if is_dockerfile_name(name):
+            if is_dockerfile_name(name) or (compose and is_compose_name(name)):
                 path = Path(root, name)
                 if not excluded(path):
                     found.append(path)

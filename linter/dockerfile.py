@@ -47,6 +47,16 @@ _HEREDOC_RE = re.compile(r"<<(-?)(?:\"([^\"\n]+)\"|'([^'\n]+)'|([A-Za-z_][A-Za-z
 _DIRECTIVE_RE = re.compile(r"^#\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(.*?)\s*$")
 
 
+# Model limits (SECURITY.md): far above any real Dockerfile, low enough that parsing and the
+# rules - some compare every install with every later command - end in seconds on hostile input.
+MAX_INSTRUCTIONS = 5000
+MAX_STAGES = 500
+MAX_INSTRUCTION_LINES = 1000  # physical lines of one instruction: continuations and heredoc bodies
+MAX_INSTRUCTION_CHARS = 128 * 1024
+MAX_SCOPE_ENTRIES = 2_000_000  # ARG/ENV values kept for all instructions, summed
+MAX_SHELL_COMMANDS = 1000  # per instruction, counted by separators: &&, ||, |, ; and line breaks
+
+
 class DockerfileError(ValueError):
     """A problem that makes the file unreadable as a Dockerfile (binary, not text)."""
 
@@ -168,10 +178,12 @@ class Stage:
     def chain(self) -> list[Stage]:
         """This stage and the stages it inherits from, nearest first."""
         out = [self]
+        seen = {id(self)}  # identity: comparing Stage dataclasses field by field is quadratic
         stage = self
-        while stage.parent is not None and stage.parent not in out:
+        while stage.parent is not None and id(stage.parent) not in seen:
             stage = stage.parent
             out.append(stage)
+            seen.add(id(stage))
         return out
 
     def all_instructions(self) -> list[Instruction]:
@@ -286,6 +298,7 @@ def parse_dockerfile(
             first_word = lines[i].split(None, 1)[0]
             problems.append(ParseProblem(instr.line, f"unknown instruction {first_word!r}"))
         instructions.append(instr)
+        _check_limits(path, instr, instructions)
         i = instr.end_line  # 1-based end == 0-based index of the next line
 
     dockerfile = Dockerfile(
@@ -303,6 +316,30 @@ def parse_dockerfile(
     )
     _build_stages(dockerfile)
     return dockerfile
+
+
+def _check_limits(path: str, instr: Instruction, instructions: list[Instruction]) -> None:
+    """Stop at the first instruction past a limit: the file is hostile or generated, not a Dockerfile."""
+    if len(instructions) > MAX_INSTRUCTIONS:
+        raise DockerfileError(f"{path}: more than {MAX_INSTRUCTIONS} instructions (a Dockerfile limit of gpulint)")
+    if instr.keyword == "FROM" and sum(1 for x in instructions if x.keyword == "FROM") > MAX_STAGES:
+        raise DockerfileError(f"{path}: more than {MAX_STAGES} stages (a Dockerfile limit of gpulint)")
+    span = instr.end_line - instr.line + 1
+    if span > MAX_INSTRUCTION_LINES:
+        raise DockerfileError(
+            f"{path}:{instr.line}: {instr.keyword} spans {span} lines (limit {MAX_INSTRUCTION_LINES})"
+        )
+    if instr.keyword in HEREDOC_INSTRUCTIONS:
+        separators = sum(instr.raw.count(sep) for sep in ("&&", "|", ";", "\n"))
+        if separators > MAX_SHELL_COMMANDS:
+            raise DockerfileError(
+                f"{path}:{instr.line}: {instr.keyword} holds about {separators} shell commands "
+                f"(limit {MAX_SHELL_COMMANDS})"
+            )
+    if len(instr.raw) > MAX_INSTRUCTION_CHARS:
+        raise DockerfileError(
+            f"{path}:{instr.line}: {instr.keyword} is {len(instr.raw)} characters long (limit {MAX_INSTRUCTION_CHARS})"
+        )
 
 
 _KNOWN_DIRECTIVES = frozenset({"syntax", "escape", "check"})
@@ -626,10 +663,21 @@ def _build_stages(df: Dockerfile) -> None:
     stage: Stage | None = None
     scope: dict[str, str | None] = {}
     env_keys: set[str] = set()  # names set by ENV in this stage's chain: ARG cannot override them
+    # Scopes are copied on write and shared by the instructions between two ARG/ENV; the entries
+    # of all copies are counted so that thousands of ARG/ENV cannot take gigabytes.
+    entries = 0
+
+    def counted(new_scope: dict[str, str | None]) -> dict[str, str | None]:
+        nonlocal entries
+        entries += len(new_scope)
+        if entries > MAX_SCOPE_ENTRIES:
+            raise DockerfileError(f"{df.path}: too many ARG/ENV variables (a Dockerfile limit of gpulint)")
+        return new_scope
+
     for instr in df.instructions:
         kw = instr.keyword
         if kw == "FROM":
-            instr.scope = MappingProxyType(dict(global_scope))
+            instr.scope = MappingProxyType(global_scope)
             stage = _new_stage(df, instr, global_scope)
             # ENV from the parent stage carries over; ARGs do not.
             scope = {}
@@ -640,9 +688,10 @@ def _build_stages(df: Dockerfile) -> None:
             stage.instructions.append(instr)
             continue
         if stage is None:
-            instr.scope = MappingProxyType(dict(global_scope))
+            instr.scope = MappingProxyType(global_scope)
             if kw == "ARG":
-                before = dict(global_scope)
+                before = global_scope
+                global_scope = counted(dict(global_scope))
                 for key, default in _arg_pairs(instr):
                     global_scope[key] = _arg_value(key, default, df, before)
             else:
@@ -651,10 +700,10 @@ def _build_stages(df: Dockerfile) -> None:
                 )
             continue
         instr.stage_index = stage.index
-        instr.scope = MappingProxyType(dict(scope))
+        instr.scope = MappingProxyType(scope)
         stage.instructions.append(instr)
         if kw == "ARG":
-            scope = dict(scope)
+            scope = counted(dict(scope))
             for key, default in _arg_pairs(instr):
                 if key in env_keys:
                     continue  # "ENV always overrides an ARG of the same name"
@@ -666,7 +715,7 @@ def _build_stages(df: Dockerfile) -> None:
                         value = global_scope[key]  # a global ARG re-declared in the stage
                 scope[key] = value
         elif kw == "ENV":
-            scope = dict(scope)
+            scope = counted(dict(scope))
             for key, expanded in instr.expanded_key_values():
                 scope[key] = expanded.text
                 env_keys.add(key)

@@ -90,8 +90,13 @@ def read_source(path: str) -> str:
         if p.is_dir():
             raise InputError(f"{path}: is a directory")
         size = p.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InputError(f"{path}: too large to be a Dockerfile ({size} bytes; limit {MAX_FILE_BYTES})")
+        from .manifests import MAX_MANIFEST_BYTES, is_manifest_path
+
+        manifest = is_manifest_path(path)
+        limit = MAX_MANIFEST_BYTES if manifest else MAX_FILE_BYTES
+        if size > limit:
+            what = "a compose/Kubernetes file" if manifest else "a Dockerfile"
+            raise InputError(f"{path}: too large to be {what} ({size} bytes; limit {limit})")
         data = p.read_bytes()
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
@@ -111,8 +116,11 @@ def lint_path(
     build_args: Mapping[str, str] | None = None,
     target: str | None = None,
     context_dir: str | None = None,
+    gpus_available: int | None = None,
 ) -> list[Finding]:
-    return lint(path, read_source(path), config, build_args, target, context_dir).findings
+    return lint(
+        path, read_source(path), config, build_args, target, context_dir, gpus_available=gpus_available
+    ).findings
 
 
 def lint_source(
@@ -122,8 +130,9 @@ def lint_source(
     build_args: Mapping[str, str] | None = None,
     target: str | None = None,
     context_dir: str | None = None,
+    gpus_available: int | None = None,
 ) -> list[Finding]:
-    return lint(path, text, config, build_args, target, context_dir).findings
+    return lint(path, text, config, build_args, target, context_dir, gpus_available=gpus_available).findings
 
 
 def lint(
@@ -134,13 +143,21 @@ def lint(
     target: str | None = None,
     context_dir: str | None = None,
     on_crash: Callable[[RuleCrash], None] | None = None,
+    gpus_available: int | None = None,
 ) -> LintResult:
-    """Lint one Dockerfile's text.
+    """Lint one Dockerfile's text (or a compose/Kubernetes file's, by its name: see manifests).
 
     A rule that raises is a bug in gpulint: without ``on_crash`` it raises :class:`RuleCrash`;
     with it, ``on_crash`` is told and the other rules' findings are still returned.
     """
     config = config or Config()
+    from .manifests import ManifestError, is_manifest_path, lint_manifest
+
+    if is_manifest_path(path):
+        try:
+            return lint_manifest(path, text, config, on_crash, gpus_available)
+        except ManifestError as exc:
+            raise InputError(str(exc)) from None
     args = dict(config.build_args)
     args.update(build_args or {})
     try:

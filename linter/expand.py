@@ -8,6 +8,13 @@ from dataclasses import dataclass, field
 
 _NAME_START = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _NAME_CHARS = _NAME_START | set("0123456789")
+MAX_NESTING = 32  # ${A:-${B:-...}} deeper than this is left unexpanded (unknown)
+# ${V%pattern} matching is polynomial in len(value) ** (stars + 1); past this budget the
+# value is left as it is rather than spending minutes on a hostile pattern.
+_TRIM_BUDGET = 2_000_000
+# ARG A2=$A1$A1, ARG A3=$A2$A2, ...: each line doubles the value. An expansion longer than this
+# is left as written and counted as unknown (missing) instead of eating the memory.
+MAX_EXPANDED_CHARS = 256 * 1024
 
 
 @dataclass
@@ -20,7 +27,7 @@ class Expanded:
         return not self.missing
 
 
-def expand(text: str, scope: Mapping[str, str | None], escape: str = "\\") -> Expanded:
+def expand(text: str, scope: Mapping[str, str | None], escape: str = "\\", _depth: int = 0) -> Expanded:
     """Expand variables the way BuildKit does for FROM/ENV/ARG/COPY values.
 
     A name with no value in ``scope`` (absent, or declared ``ARG X`` without a
@@ -30,6 +37,7 @@ def expand(text: str, scope: Mapping[str, str | None], escape: str = "\\") -> Ex
     """
     out: list[str] = []
     missing: list[str] = []
+    grown = 0  # characters that substitutions added
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
@@ -38,15 +46,22 @@ def expand(text: str, scope: Mapping[str, str | None], escape: str = "\\") -> Ex
             i += 2
             continue
         if ch == "$":
-            value, i = _dollar(text, i, scope, escape, missing)
+            value, i = _dollar(text, i, scope, escape, missing, _depth)
             out.append(value)
+            grown += len(value)
+            if grown > MAX_EXPANDED_CHARS:
+                return _too_long(text, missing)
             continue
         out.append(ch)
         i += 1
     return Expanded("".join(out), missing)
 
 
-def expand_word(text: str, scope: Mapping[str, str | None], escape: str = "\\") -> Expanded:
+def _too_long(text: str, missing: list[str]) -> Expanded:
+    return Expanded(text, [*missing, "(expansion too long)"])
+
+
+def expand_word(text: str, scope: Mapping[str, str | None], escape: str = "\\", _depth: int = 0) -> Expanded:
     """Expand and unquote one word as BuildKit does for ``ENV``/``ARG``/``LABEL`` values.
 
     Nothing is expanded inside ``'...'``; ``"..."`` expands variables; the escape
@@ -55,6 +70,7 @@ def expand_word(text: str, scope: Mapping[str, str | None], escape: str = "\\") 
     """
     out: list[str] = []
     missing: list[str] = []
+    grown = 0  # characters that substitutions added
     i, n = 0, len(text)
     while i < n:
         ch = text[i]
@@ -72,8 +88,11 @@ def expand_word(text: str, scope: Mapping[str, str | None], escape: str = "\\") 
                     out.append(text[i + 1])
                     i += 2
                 elif c == "$":
-                    value, i = _dollar(text, i, scope, escape, missing)
+                    value, i = _dollar(text, i, scope, escape, missing, _depth)
                     out.append(value)
+                    grown += len(value)
+                    if grown > MAX_EXPANDED_CHARS:
+                        return _too_long(text, missing)
                 else:
                     out.append(c)
                     i += 1
@@ -82,8 +101,11 @@ def expand_word(text: str, scope: Mapping[str, str | None], escape: str = "\\") 
             out.append(text[i + 1])
             i += 2
         elif ch == "$":
-            value, i = _dollar(text, i, scope, escape, missing)
+            value, i = _dollar(text, i, scope, escape, missing, _depth)
             out.append(value)
+            grown += len(value)
+            if grown > MAX_EXPANDED_CHARS:
+                return _too_long(text, missing)
         else:
             out.append(ch)
             i += 1
@@ -91,7 +113,7 @@ def expand_word(text: str, scope: Mapping[str, str | None], escape: str = "\\") 
 
 
 def _dollar(
-    text: str, i: int, scope: Mapping[str, str | None], escape: str, missing: list[str]
+    text: str, i: int, scope: Mapping[str, str | None], escape: str, missing: list[str], depth: int = 0
 ) -> tuple[str, int]:
     """The expansion of the ``$`` reference at ``text[i]`` and the index after it."""
     n = len(text)
@@ -103,7 +125,7 @@ def _dollar(
         if close < 0:
             return text[i:], n
         inner = text[i + 2 : close]
-        return _expand_braced(inner, text[i : close + 1], scope, escape, missing), close + 1
+        return _expand_braced(inner, text[i : close + 1], scope, escape, missing, depth), close + 1
     if nxt in _NAME_START:
         j = i + 1
         while j < n and text[j] in _NAME_CHARS:
@@ -135,12 +157,16 @@ def _expand_braced(
     scope: Mapping[str, str | None],
     escape: str,
     missing: list[str],
+    depth: int = 0,
 ) -> str:
     j = 0
     while j < len(inner) and inner[j] in _NAME_CHARS:
         j += 1
     name, rest = inner[:j], inner[j:]
     if not name:
+        return original
+    if depth >= MAX_NESTING:  # ${A:-${B:-...}} hundreds deep: unknown, not a RecursionError
+        missing.append(name)
         return original
     value = scope.get(name)
     if not rest:
@@ -160,11 +186,11 @@ def _expand_braced(
         if value is None:
             missing.append(name)
             return original
-        sub = expand(word, scope, escape)
+        sub = expand(word, scope, escape, depth + 1)
         missing.extend(sub.missing)
         return _trim(value, op, sub.text)
     # BuildKit removes quotes inside the word: ${V:+"a b"} is a b
-    sub = expand_word(word, scope, escape)
+    sub = expand_word(word, scope, escape, depth + 1)
     if op in (":-", "-"):
         use_default = value is None or (op == ":-" and value == "")
         if not use_default:
@@ -216,12 +242,20 @@ def _glob(pattern: str) -> str:
 
 def _trim(value: str, op: str, pattern: str) -> str:
     """``%``/``%%`` remove a suffix, ``#``/``##`` a prefix, ``/``/``//`` replace matches."""
+    replacement = ""
     if op in ("/", "//"):
         pattern, _, replacement = pattern.partition("/")
         if not pattern:
             return value
-        return re.sub(_glob(pattern), lambda _m: replacement, value, count=0 if op == "//" else 1)
-    regex = re.compile(_glob(pattern), re.S)
+    pattern = re.sub(r"\*+", "*", pattern)
+    if (len(value) + 1) ** (min(pattern.count("*"), 6) + 1) > _TRIM_BUDGET:
+        return value
+    try:
+        regex = re.compile(_glob(pattern), re.S)
+    except re.error:  # [z-a] and other brackets Python's re rejects: no match
+        return value
+    if op in ("/", "//"):
+        return regex.sub(lambda _m: replacement, value, count=0 if op == "//" else 1)
     starts = range(len(value) + 1)
     if op in ("%", "%%"):
         # shortest suffix: the latest start that matches to the end; longest: the earliest

@@ -24,8 +24,10 @@ def _token_re() -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{p})" for p in formats.values()))
 
 
+# The look-behinds start a scheme only where a run of scheme characters starts: without
+# them a long run of letters is tried from every position (quadratic: minutes for 300 kB).
 _USERINFO_RE = re.compile(
-    r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@'\"$]+):(?P<password>[^@\s/'\"]+)@"
+    r"(?<![a-z0-9+.-])(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@'\"$]+):(?P<password>[^@\s/'\"]+)@"
 )
 _BEARER_RE = re.compile(r"(?i)(?P<prefix>authorization:\s*(?:bearer|token|basic)\s+)(?P<value>[^\s'\"$]+)")
 # .netrc lines (`machine h login u password p`), in heredocs and echo/printf
@@ -155,7 +157,9 @@ def redact_source(df: Dockerfile) -> str:
 
 def redact_url(text: str) -> str:
     """``https://user:token@host/...`` with the password (or lone token) replaced by ***."""
-    return re.sub(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@", _redact_userinfo, text)
+    return re.sub(
+        r"(?<![a-z0-9+.-])(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@", _redact_userinfo, text
+    )
 
 
 def _redact_userinfo(match: re.Match[str]) -> str:

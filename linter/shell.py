@@ -12,6 +12,7 @@ import bisect
 import functools
 import os
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -76,7 +77,7 @@ class Command:
     @property
     def name(self) -> str:
         """Program name without its directory: ``/usr/bin/pip3`` -> ``pip3``."""
-        return os.path.basename(self.argv[0].value) if self.argv else ""
+        return _basename(self.argv[0].value) if self.argv else ""
 
     @property
     def args(self) -> list[Word]:
@@ -85,6 +86,10 @@ class Command:
     @property
     def arg_values(self) -> list[str]:
         return [w.value for w in self.argv[1:]]
+
+
+# rules ask every command's name many times: a cached basename keeps long scripts linear-ish
+_basename = functools.lru_cache(maxsize=4096)(os.path.basename)
 
 
 # -- public entry points ---------------------------------------------------
@@ -175,16 +180,41 @@ def parse_script(
     scope: Mapping[str, str | None] | None = None,
 ) -> list[Command]:
     """Parse a shell script; ``pos(row, col)`` maps 0-based positions to Dockerfile (line, column)."""
-    scope = scope or {}
+    # `sh -c`, `$(...)` and heredoc bodies are parsed again, nested: past MAX_SCRIPT_NESTING
+    # levels (hostile input only) the inner script is not modelled
+    depth = getattr(_nesting, "depth", 0)
+    if depth >= MAX_SCRIPT_NESTING:
+        return []
+    _nesting.depth = depth + 1
+    try:
+        return _parse_script(script, pos, scope or {})
+    finally:
+        _nesting.depth = depth
+
+
+MAX_SCRIPT_NESTING = 16
+_nesting = threading.local()
+
+
+def _parse_script(
+    script: str, pos: Callable[[int, int], tuple[int, int]], scope: Mapping[str, str | None]
+) -> list[Command]:
     parser = _parser()
     if parser is None:
         return _fallback(script, pos, scope)
     data = script.encode("utf-8")
     tree = parser.parse(data)
     out: list[Command] = []
-    _walk(tree.root_node, data, pos, scope, out)
+    try:
+        _walk(tree.root_node, data, pos, scope, out)
+    except RecursionError:
+        # `$($($(...)))` thousands deep: keep the commands found so far (the model is best effort)
+        return out
     if not out and tree.root_node.has_error and script.strip():
-        return _fallback(script, pos, scope)
+        try:
+            return _fallback(script, pos, scope)
+        except RecursionError:
+            return []
     return out
 
 
@@ -248,8 +278,15 @@ def _walk(
                 if sub.is_named and sub.type not in _HEREDOC_PARTS:
                     _walk(sub, data, pos, scope, out)
         return
-    for child in node.children:
-        _walk(child, data, pos, scope, out)
+    # lists and pipelines nest one level per `&&`/`|` (`a && b && c` is list(list(a, b), c)):
+    # walk them with a stack, not recursion, so that a thousand `&&` stay far from the limit
+    stack = list(reversed(node.children))
+    while stack:
+        child = stack.pop()
+        if child.type in ("command", "redirected_statement"):
+            _walk(child, data, pos, scope, out)
+        else:
+            stack.extend(reversed(child.children))
 
 
 _REDIRECT_NODES = frozenset({"file_redirect", "heredoc_redirect", "herestring_redirect"})

@@ -10,9 +10,10 @@ from gpulint.buildcontext import pip_sources
 from gpulint.context import LintContext
 from gpulint.cudabuild import compile_signals
 from gpulint.dockerfile import Stage
-from gpulint.finding import Finding, FixSafety, Severity
+from gpulint.expand import expand
+from gpulint.finding import Edit, Finding, Fix, FixSafety, Severity
 from gpulint.gpubase import BaseInfo, classify
-from gpulint.rule import Rule, register
+from gpulint.rule import Rule, make_fix, register
 
 
 @register
@@ -83,6 +84,7 @@ class DevelFinalStage(Rule):
             f"ship {replacement} instead ({saving})",
             instruction=root.from_instruction,
             help=f"use {replacement}; if a step does need nvcc, build in a devel builder stage and COPY --from it",
+            fix=_switch_fix(ctx, root, chain, replacement),
         )
 
 
@@ -134,6 +136,61 @@ def _cuda_users(ctx: LintContext, chain: list[Stage]) -> tuple[bool, bool]:
                 elif name.startswith("cupy-cuda") or name.startswith("tensorrt"):
                     system = True
     return bundled, system
+
+
+def _switch_fix(ctx: LintContext, root: Stage, chain: list[Stage], replacement: str) -> Fix | None:
+    """Unsafe: the FROM of the devel root names the runtime/base tag instead.
+
+    Only where the edit is certain: the new tag is a plain reference, the FROM line holds the
+    image as written, ARG parts stay ARG parts (the edited text must expand to the new
+    reference), and no stage outside the shipped chain builds on, or copies from, that stage.
+    """
+    if " " in replacement or "<" in replacement or ":" not in replacement:
+        return None
+    ref = root.image
+    if ref is None or ref.digest or not root.base.resolved:
+        return None
+    new_tag = replacement.rsplit(":", 1)[1]
+    resolved = root.base.text
+    if ":" not in resolved.rsplit("/", 1)[-1]:
+        return None
+    wanted = resolved.rsplit(":", 1)[0] + ":" + new_tag
+    if _used_elsewhere(ctx, root, chain):
+        return None
+    written = root.base_text
+    candidates = [wanted] if "$" not in written else []
+    flavour = "base" if "-base" in new_tag else "runtime"
+    if "$" in written:
+        pattern = r"(-cudnn\d*)?-devel" if flavour == "base" else r"-devel"
+        candidates.append(re.sub(pattern + r"(?=-|$)", f"-{flavour}", written, count=1))
+    scope = ctx.dockerfile.global_scope
+    new_text = next((c for c in candidates if c != written and expand(c, scope).text == wanted), None)
+    if new_text is None:
+        return None
+    instr = root.from_instruction
+    line = ctx.dockerfile.lines[instr.line - 1]
+    match = re.search(r"(?<=\s)" + re.escape(written) + r"(?=\s|$)", line)
+    if match is None:
+        return None
+    edit = Edit(instr.line, match.start() + 1, instr.line, match.end() + 1, new_text)
+    return make_fix(f"ship {wanted} instead of the devel image", FixSafety.UNSAFE, edit)
+
+
+def _used_elsewhere(ctx: LintContext, root: Stage, chain: list[Stage]) -> bool:
+    """Another stage builds FROM this one (outside the shipped chain) or copies files from it."""
+    names = {str(root.index)} | ({root.name.lower()} if root.name else set())
+    for stage in ctx.stages:
+        if stage.parent is root and not any(stage is s for s in chain):
+            return True
+        for _, source in stage.copies_from:
+            if source.lower() in names:
+                return True
+    for instr in ctx.dockerfile.instructions:
+        for mount in instr.flags.get("mount", []):
+            opts = dict(part.partition("=")[::2] for part in mount.split(","))
+            if (opts.get("from") or "").lower() in names:
+                return True
+    return False
 
 
 def _replacement(ctx: LintContext, root: Stage, info: BaseInfo, chain: list[Stage]) -> tuple[str, str]:

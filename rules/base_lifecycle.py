@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from gpulint import data
 from gpulint.context import LintContext
-from gpulint.finding import Finding, FixSafety, Severity
+from gpulint.finding import Finding, Fix, FixSafety, Severity
 from gpulint.gpubase import classify
 from gpulint.requirecuda import compare
 from gpulint.rule import Rule, register
@@ -18,12 +18,14 @@ class BaseNotDigestPinned(Rule):
     slug = "base-not-digest-pinned"
     severity = Severity.INFO
     enabled_by_default = False
-    fix_safety = FixSafety.SUGGEST
+    fix_safety = FixSafety.UNSAFE
     summary = "A base image has a tag but no @sha256 digest"
     what = """
         Finds `FROM` lines whose external image has a tag but no `@sha256:` digest.
         Off by default: turn it on (`--extend-select GL104`) where builds must be
-        bit-for-bit reproducible.
+        bit-for-bit reproducible. `--fix --unsafe-fixes` pins the digest the registry
+        serves for the tag now (the index digest for multi-platform images); an
+        unreachable registry skips the fix (a digest is never guessed).
     """
     why = """
         Tags move: NVIDIA and the framework projects rebuild images under the same
@@ -50,6 +52,10 @@ class BaseNotDigestPinned(Rule):
                     f"base image {stage.base.text} is pinned by tag only; the tag can be rebuilt under you: "
                     f"add @sha256:<digest> (docker buildx imagetools inspect {stage.base.text})",
                     instruction=stage.from_instruction,
+                    # the digest comes from the registry: gpulint's fix engine looks it up (--unsafe-fixes)
+                    fix=Fix(
+                        f"pin the digest {stage.base.text} has now (from the registry)", FixSafety.UNSAFE
+                    ),
                 )
 
 

@@ -74,7 +74,15 @@ def _insert_after_word(ctx: LintContext, word: Word, text: str) -> Edit | None:
     source = lines[word.line - 1]
     start = word.column - 1
     if source[start : start + len(word.raw)] != word.raw:
-        return None
+        # exec form: the word is a JSON string there (`RUN ["pip", "install", ...]`)
+        instr = ctx.dockerfile.instruction_at(word.line)
+        quoted = f'"{word.raw}"'
+        if instr is None or instr.exec_form is None or source[start : start + len(quoted)] != quoted:
+            return None
+        if any(c in word.raw + text for c in '"\\'):
+            return None
+        column = start + len(quoted) + 1
+        return Edit(word.line, column, word.line, column, f', "{text}"')
     column = start + len(word.raw) + 1
     return Edit(word.line, column, word.line, column, f" {text}")
 
@@ -300,9 +308,23 @@ def _cache_disabled(ctx: LintContext, stage: Stage, instr: Instruction, cmd: Com
 
 def _pip_config_disables_cache(ctx: LintContext, stage: Stage, instr: Instruction) -> bool:
     """``pip config set global.no-cache-dir ...`` in an earlier RUN of the image."""
+    # memo per stage: the first RUN that sets it (scanning the chain for every install is quadratic)
+    key = f"pip-config-no-cache:{id(stage)}"
+    if key not in ctx.cache:
+        ctx.cache[key] = _first_pip_config_no_cache(ctx, stage)
+    first = ctx.cache[key]
+    if first is None:
+        return False
     for item in stage.all_instructions():
         if item is instr:
             return False
+        if item is first:
+            return True
+    return False
+
+
+def _first_pip_config_no_cache(ctx: LintContext, stage: Stage) -> Instruction | None:
+    for item in stage.all_instructions():
         if item.keyword != "RUN":
             continue
         for cmd in ctx.commands(item):
@@ -318,8 +340,8 @@ def _pip_config_disables_cache(ctx: LintContext, stage: Stage, instr: Instructio
                 and words[2].split(".", 1)[-1] == "no-cache-dir"
                 and words[3].lower() in _BOOL_WORDS
             ):
-                return True
-    return False
+                return item
+    return None
 
 
 def _cache_dirs(instr: Instruction, cmd: Command, is_uv: bool, cache_dir: str | None) -> set[str]:
@@ -351,7 +373,9 @@ def _cache_mounted(instr: Instruction, cmd: Command, is_uv: bool, cache_dir: str
 
 
 def _purged_later(commands: list[Command], cmd: Command, is_uv: bool, cache_dir: str | None) -> bool:
-    after = commands[commands.index(cmd) + 1 :] if cmd in commands else []
+    # by identity: Command == Command compares every word (quadratic on long heredocs)
+    position = next((i for i, c in enumerate(commands) if c is cmd), None)
+    after = commands[position + 1 :] if position is not None else []
     tool = "uv" if is_uv else "pip"
     for later in after:
         values = later.arg_values

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from gpulint import data
 from gpulint.context import LintContext
 from gpulint.cudabuild import ARCH_VARIABLES, run_exports
 from gpulint.dockerfile import Instruction, Stage
-from gpulint.finding import Finding, FixSafety, Severity
+from gpulint.finding import Finding, Fix, FixSafety, Severity
+from gpulint.fixes import env_pair_edit
 from gpulint.frameworks import torch_variant
 from gpulint.requirecuda import parse_bool
-from gpulint.rule import Rule, register
+from gpulint.rule import Rule, make_fix, register
 from gpulint.rules.cuda_stack import by_line, certain_compile_signals
 from gpulint.shell import Command
 
@@ -157,6 +158,10 @@ class RequireCheckDisabled(Rule):
         if setting is None or parse_bool(setting[1]) is not True:
             return
         instr, value = setting
+        # every true setting in the image goes: removing only the last would reveal an earlier one
+        fix = _removal_fix(
+            ctx, "NVIDIA_DISABLE_REQUIRE", lambda v: parse_bool(v) is True, "remove NVIDIA_DISABLE_REQUIRE"
+        )
         yield self.finding(
             ctx,
             f"NVIDIA_DISABLE_REQUIRE={value} turns off the NVIDIA Container Toolkit's driver check "
@@ -164,6 +169,7 @@ class RequireCheckDisabled(Rule):
             "first CUDA call, or runs through minor-version compatibility without PTX JIT, instead of refusing "
             "to start with a clear message; remove it",
             instruction=instr,
+            fix=fix,
         )
 
 
@@ -205,12 +211,36 @@ class HardcodedVisibleDevices(Rule):
                 if key == "NVIDIA_VISIBLE_DEVICES"
                 else "CUDA then sees only these indexes of the GPUs the container got: another job's GPU, or none"
             )
+            # NVIDIA images set NVIDIA_VISIBLE_DEVICES=all (a plain base needs it: GL405); CUDA_VISIBLE_DEVICES unset
+            # means every GPU the container got
+            if key == "NVIDIA_VISIBLE_DEVICES":
+                edit = env_pair_edit(ctx.dockerfile, instr, key, "all")
+                fix = make_fix(f"set {key}=all", FixSafety.SAFE, edit) if edit else None
+            else:
+                fix = _removal_fix(ctx, key, lambda v: bool(_DEVICE_IDS_RE.match(v)), f"remove {key}")
             yield self.finding(
                 ctx,
                 f"{key}={value} bakes GPU ids into the image: {effect}; leave GPU selection to "
                 "`docker run --gpus` or the orchestrator and remove it",
                 instruction=instr,
+                fix=fix,
             )
+
+
+def _removal_fix(ctx: LintContext, key: str, bad: Callable[[str], bool], description: str) -> Fix | None:
+    """Remove every setting of ``key`` in the shipped image whose value is ``bad`` (all or none)."""
+    edits = []
+    for stage in reversed(ctx.shipped_stages()):
+        for instr in stage.instructions:
+            if instr.keyword != "ENV":
+                continue
+            for name, value in instr.expanded_key_values():
+                if name == key and bad(value.text):
+                    edit = env_pair_edit(ctx.dockerfile, instr, key, None)
+                    if edit is None:
+                        return None
+                    edits.append(edit)
+    return make_fix(description, FixSafety.SAFE, *edits) if edits else None
 
 
 def _runs_container_engine(ctx: LintContext, chain: list[Stage]) -> bool:
@@ -371,12 +401,16 @@ class BroadDriverCapabilities(Rule):
             if "all" in caps
             else (",".join(sorted(extra)))
         )
+        edit = env_pair_edit(ctx.dockerfile, instr, "NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
         yield self.finding(
             ctx,
             f"NVIDIA_DRIVER_CAPABILITIES={value} asks for {shown}, but nothing in the image renders or encodes "
             "on the GPU (no OpenGL/EGL/Vulkan, NVENC/ffmpeg, X): each capability mounts more host driver "
             "libraries; set NVIDIA_DRIVER_CAPABILITIES=compute,utility, which is what CUDA needs",
             instruction=instr,
+            fix=make_fix("set NVIDIA_DRIVER_CAPABILITIES=compute,utility", FixSafety.SAFE, edit)
+            if edit
+            else None,
         )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import data as facts
+from .sizetree import SizeNode, build_tree
 from .sources import ImageData, LayerSource, iter_layer_members
 from .tarscan import Member
 
@@ -27,6 +28,8 @@ CACHE_DIRS = {
     "apt lists": ("var/lib/apt/lists/",),
     "apt archives": ("var/cache/apt/archives/",),
 }
+_CACHE_PREFIXES = tuple(prefix for prefixes in CACHE_DIRS.values() for prefix in prefixes)
+TREE_NODES = 1200  # size-tree nodes for a whole image (the HTML treemap), shared by its layers
 
 
 @dataclass
@@ -38,6 +41,7 @@ class LayerReport:
     files: int = 0
     created_by: str = ""
     largest: list[tuple[int, str]] = field(default_factory=list)  # (size, path), biggest first
+    tree: SizeNode | None = None  # directories -> files by bytes, bounded (see sizetree)
 
 
 @dataclass
@@ -211,10 +215,61 @@ def combine(result: Analysis, scans: list[LayerScan]) -> Analysis:
     if result.pycache_size:
         result.caches["__pycache__"] = result.pycache_size
     # only what is still visible counts as shipped evidence
+    _size_trees(result, scans, visible)
     result.weights = [w for w in result.weights if visible.get(w.path, (0, -1))[1] == w.layer]
     result.driver_libs = [d for d in result.driver_libs if visible.get(d.path, (0, -1))[1] == d.layer]
     result.nvcc = [n for n in result.nvcc if visible.get(n.path, (0, -1))[1] == n.layer]
     return result
+
+
+def _size_trees(result: Analysis, scans: list[LayerScan], visible: dict[str, tuple[int, int]]) -> None:
+    """Each layer's bounded size tree, its files sorted into the report's colour categories."""
+    weights = {(w.path, w.layer) for w in result.weights}
+    drivers = {(d.path, d.layer) for d in result.driver_libs}
+    total = max(result.total_size, 1)
+    for scan in scans:
+        index = scan.report.index
+
+        def category(path: str, size: int, index: int = index) -> str:
+            if visible.get(path) != (size, index):
+                return "hidden"
+            if (path, index) in weights:
+                return "weights"
+            if (path, index) in drivers:
+                return "driver"
+            base = path.rpartition("/")[2]
+            if _is_devel_only(path, base):
+                return "toolkit"
+            if _is_cuda_lib(path, base):
+                return "cuda"
+            if path.startswith(_CACHE_PREFIXES) or "/__pycache__/" in path:
+                return "cache"
+            return "other"
+
+        size = scan.report.size
+        budget = max(16, TREE_NODES * size // total)
+        scan.report.tree = build_tree(scan.added, category, budget, max(1, size // 500))
+
+
+def _is_devel_only(path: str, base: str) -> bool:
+    """nvcc, headers, static libraries, profilers: what a runtime image would not carry."""
+    return (
+        path.startswith("usr/local/cuda")
+        and (
+            base.endswith(".a")
+            or "/include/" in path
+            or "/nvvm/" in path
+            or "/bin/" in path
+            or "/nsight" in path
+        )
+    ) or path.startswith(("opt/nvidia/nsight", "usr/local/cuda/nsight"))
+
+
+def _is_cuda_lib(path: str, base: str) -> bool:
+    """The CUDA libraries, from /usr/local/cuda or from pip's nvidia-* wheels."""
+    return "/site-packages/nvidia/" in path or (
+        path.startswith("usr/local/cuda") and ("/lib64/" in path or "/targets/" in path) and ".so" in base
+    )
 
 
 def _evidence(
@@ -229,16 +284,7 @@ def _evidence(
         result.nvcc.append(FileRef(path, size, layer))
     if path.startswith("usr/local/cuda") and base.endswith(".a"):
         result.static_libs_size += size
-    if (
-        path.startswith("usr/local/cuda")
-        and (
-            base.endswith(".a")
-            or "/include/" in path
-            or "/nvvm/" in path
-            or "/bin/" in path
-            or "/nsight" in path
-        )
-    ) or path.startswith(("opt/nvidia/nsight", "usr/local/cuda/nsight")):
+    if _is_devel_only(path, base):
         result.devel_only_size += size
     if "/site-packages/nvidia/" in path:
         result.nvidia_wheels_size += size

@@ -34,9 +34,16 @@ def parse_bandwidth(text: str) -> float:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["tty", "plain", "json", "sarif", "github"]),
+    type=click.Choice(["tty", "plain", "json", "sarif", "github", "html"]),
     default=None,
-    help="Output format (default: tty on a terminal, plain otherwise).",
+    help="Output format (default: tty on a terminal, plain otherwise); html: a self-contained page.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write the report to FILE instead of stdout.",
 )
 @click.option(
     "--platform", default="linux/amd64", show_default=True, help="os/arch[/variant] to pick from an index."
@@ -76,6 +83,7 @@ def parse_bandwidth(text: str) -> float:
 def image_command(
     sources: tuple[str, ...],
     fmt: str | None,
+    output: str | None,
     platform: str,
     min_driver: str | None,
     bandwidth: str,
@@ -105,12 +113,13 @@ def image_command(
     )
     bps = parse_bandwidth(bandwidth)
     if fmt is None:
-        fmt = "tty" if sys.stdout.isatty() else "plain"
+        fmt = "tty" if sys.stdout.isatty() and output in (None, "-") else "plain"
     reports = []
+    analyses = []
     all_findings = []
     for source in sources:
         progress: Callable[[int, int], None] | None = None
-        if sys.stderr.isatty() and fmt in ("plain", "tty"):
+        if sys.stderr.isatty() and (fmt in ("plain", "tty") or output not in (None, "-")):
             progress = _progress_printer(source)
         if source.startswith("docker-daemon:"):
             from .daemon import analyse_daemon_image
@@ -133,19 +142,31 @@ def image_command(
         findings = sorted(image_findings(analysis, config), key=lambda f: (f.line, f.code))
         all_findings.extend(findings)
         reports.append(build_report(analysis, findings, bps, price_per_hour))
+        analyses.append(analysis)
     if fmt == "json":
-        click.echo(json.dumps(reports if len(reports) > 1 else reports[0], indent=2))
+        text = json.dumps(reports if len(reports) > 1 else reports[0], indent=2) + "\n"
     elif fmt == "plain":
-        click.echo("\n".join(render_text(r) for r in reports), nl=False)
+        text = "\n".join(render_text(r) for r in reports)
     elif fmt == "tty":
         import os
 
-        color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
-        click.echo("\n".join(render_rich(r, color) for r in reports), nl=False)
+        color = sys.stdout.isatty() and output in (None, "-") and not os.environ.get("NO_COLOR")
+        text = "\n".join(render_rich(r, color) for r in reports)
+    elif fmt == "html":
+        from .. import __version__
+        from .html import render as render_html
+
+        text = render_html(reports, analyses, __version__)
     else:
-        click.echo(
-            get_renderer(fmt)(Report(findings=all_findings, files=list(sources)), color=False), nl=False
-        )
+        text = get_renderer(fmt)(Report(findings=all_findings, files=list(sources)), color=False)
+    if output in (None, "-"):
+        click.echo(text, nl=False)
+    else:
+        from pathlib import Path
+
+        from ..cli import _write_atomic
+
+        _write_atomic(Path(output), text)
     if config.fail_on == "never":
         return 0
     level = FAIL_LEVEL[config.fail_on]

@@ -17,6 +17,25 @@ from typing import Any, BinaryIO
 BLOCK = 512
 _SKIP_CHUNK = 1 << 20
 MAX_META_BYTES = 1 << 20  # a long-name or PAX record larger than this is corrupt
+# Defaults of the limits below (gpulint image --max-entries / --max-layer-bytes); SECURITY.md.
+MAX_ENTRIES = 1_000_000  # entries in one layer: each costs ~200 bytes of memory in the analysis
+MAX_LAYER_BYTES = 32 * 1024**3  # uncompressed bytes of one layer (a gzip bomb ends here)
+MAX_NAME_BYTES = 256 * 1024**2  # names, link targets and PAX records of one stream, summed
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one tar stream may hold before it is refused as hostile (a TarError)."""
+
+    max_entries: int = MAX_ENTRIES
+    max_bytes: int = MAX_LAYER_BYTES
+    max_name_bytes: int = MAX_NAME_BYTES
+
+
+DEFAULT_LIMITS = Limits()
+
+
+_PAX_KEYS = ("path", "linkpath", "size")
 
 
 class TarError(ValueError):
@@ -158,16 +177,24 @@ class _Bounded(io.RawIOBase):
 
 def iter_members(
     stream: BinaryIO,
-    max_members: int = 5_000_000,
+    max_members: int | None = None,
     read_data: Callable[[str, int], bool] | None = None,
     on_data: Callable[[Member, BinaryIO], None] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Iterator[Member]:
     """Members of a tar stream, in order. Raises TarError on corrupt input.
 
     ``read_data(name, size)`` may ask for the content of small members (e.g. a
-    torch/version.py); every other member's data is skipped, never read.
+    torch/version.py); every other member's data is skipped, never read. Nothing is
+    extracted and no link is followed: names are only reported. ``limits`` bound the
+    entries, the bytes and the name bytes of the stream (a hostile layer is a TarError).
     """
+    if max_members is not None:
+        limits = Limits(max_members, limits.max_bytes, limits.max_name_bytes)
+    max_members = limits.max_entries
     reader = _Reader(stream)
+    start = reader.pos
+    name_bytes = 0
     long_name: str | None = None
     long_link: str | None = None
     pax: dict[str, str] = {}
@@ -175,6 +202,8 @@ def iter_members(
     count = 0
     zero_blocks = 0
     while True:
+        if reader.pos - start > limits.max_bytes:
+            raise TarError(f"more than {limits.max_bytes} bytes uncompressed (see --max-layer-bytes)")
         header = reader.read_exact(BLOCK)
         if not header:
             return  # end of stream without the two zero blocks: accepted, as tar does
@@ -190,9 +219,15 @@ def iter_members(
             raise TarError(f"bad tar header checksum at byte {reader.pos - BLOCK}")
         typeflag = header[156:157]
         size = _octal(header[124:136])
+        count += 1  # every header counts: a stream of long-name records is entries too
+        if count > max_members:
+            raise TarError(f"more than {max_members} entries in one tar stream (see --max-entries)")
         if typeflag in (b"L", b"K", b"x", b"g"):
             if size > MAX_META_BYTES:
                 raise TarError("tar metadata record too large")
+            name_bytes += size
+            if name_bytes > limits.max_name_bytes:
+                raise TarError(f"more than {limits.max_name_bytes} bytes of names and PAX records")
             payload = reader.read_exact(_padded(size))[:size]
             if len(payload) < size:
                 raise TarError("truncated tar metadata record")
@@ -210,7 +245,9 @@ def iter_members(
         if prefix and header[257:263] == b"ustar\x00":
             name = f"{prefix}/{name}"
         linkname = _cstr(header[157:257])
-        merged = {**global_pax, **pax}
+        # only the keys used, not a merge of every record per entry: a global PAX record with
+        # 100k keys would otherwise be copied for each of a million entries
+        merged = {k: pax[k] if k in pax else global_pax[k] for k in _PAX_KEYS if k in pax or k in global_pax}
         if long_name is not None:
             name = long_name
         if long_link is not None:
@@ -224,6 +261,11 @@ def iter_members(
                 size = int(merged["size"])
             except ValueError:
                 raise TarError("bad PAX size") from None
+            if size < 0:
+                raise TarError("bad PAX size")
+        name_bytes += len(name) + len(linkname)
+        if name_bytes > limits.max_name_bytes:
+            raise TarError(f"more than {limits.max_name_bytes} bytes of names and PAX records")
         long_name = long_link = None
         pax = {}
         kind = {
@@ -242,9 +284,11 @@ def iter_members(
             if len(content) < size:
                 raise TarError("truncated tar stream (file data ends early)")
             data_size = 0
-        count += 1
-        if count > max_members:
-            raise TarError(f"more than {max_members} entries in one tar stream")
+        if data_size > limits.max_bytes - (reader.pos - start):
+            raise TarError(
+                f"an entry of {data_size} bytes takes the stream past {limits.max_bytes} bytes "
+                "uncompressed (see --max-layer-bytes)"
+            )
         member = Member(name, size if kind == "file" else 0, kind, linkname, offset, content)
         yield member
         if on_data is not None and kind == "file" and data_size:

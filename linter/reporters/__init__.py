@@ -19,6 +19,7 @@ FORMATS: dict[str, str] = {
     "gitlab": "gitlab",
     "checkstyle": "checkstyle",
     "junit": "junit",
+    "html": "html",
 }
 
 

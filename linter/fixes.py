@@ -1,0 +1,725 @@
+"""The fix engine behind ``gpulint --fix``, ``--unsafe-fixes`` and ``--diff``.
+
+Rules attach :class:`~gpulint.finding.Fix` objects whose edits are spans on the original
+text (1-based line and column, end exclusive). This module turns them into a new text:
+
+- edits become character offsets on the text as read (line endings kept; text an edit
+  inserts gets the file's line ending, CRLF included);
+- a fix is all or nothing: its edits are applied together or not at all;
+- fixes whose spans overlap or touch are never applied in the same pass: the first in a
+  deterministic order (position, code, description) wins, the others wait for the next
+  pass, where the file is linted again and their rules re-compute their edits;
+- after every pass the new text is parsed and linted again with the same settings: each
+  fixed finding must be gone and no new finding may appear (per rule code), or the pass is
+  rolled back and its fixes are tried one at a time; a fix that fails alone is rolled back
+  with a message and never retried;
+- passes repeat until nothing is left to fix, so a second ``--fix`` changes nothing.
+
+Writing (:func:`write_fixed`) is atomic (a temporary file in the same directory, then
+``os.replace``) and keeps the BOM, the file mode and, where allowed, the owner; a file that
+changed on disk while it was being fixed is left alone.
+
+``GL104`` (digest pinning) is the one fix that needs the network: its rule cannot know the
+digest, so the finding carries an edit-less unsafe fix and this module resolves the digest
+from the registry (:func:`registry_digest`). An unreachable registry skips the fix with a
+message: a digest is never guessed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import itertools
+import os
+import re
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import Config
+from .dockerfile import Dockerfile, DockerfileError, Instruction, parse_dockerfile
+from .finding import Edit, Finding, Fix, FixSafety
+
+MAX_PASSES = 100  # each pass applies at least one fix; the bound only guards against a rule that flip-flops
+BOM = b"\xef\xbb\xbf"
+# the fixes the engine computes itself (they need more than the Dockerfile: a registry)
+RESOLVED_FIXES = frozenset({"GL104"})
+
+DigestLookup = Callable[[str], str]
+
+
+class FixError(ValueError):
+    """A fix whose edits cannot be placed on the text (a bug in a rule, or a stale position)."""
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+    text: str
+
+
+@dataclass
+class Candidate:
+    finding: Finding
+    fix: Fix
+    spans: tuple[Span, ...]
+
+    @property
+    def start(self) -> int:
+        return min(s.start for s in self.spans)
+
+    def order(self) -> tuple[int, int, str, str, int]:
+        end = max(s.end for s in self.spans)
+        return (self.start, end, self.finding.code, self.fix.description, self.finding.column)
+
+
+@dataclass
+class FixOutcome:
+    """What fixing one file did. ``fixed`` is the new text (equal to ``original`` when nothing changed)."""
+
+    path: str
+    original: str
+    fixed: str
+    applied: list[Finding] = field(default_factory=list)
+    rolled_back: list[tuple[Finding, str]] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.original
+
+
+# -- text and offsets ----------------------------------------------------------------------
+
+
+def _line_table(text: str) -> tuple[list[int], list[str], list[str]]:
+    """Start offset, content and terminator of each line, split exactly as the parser splits."""
+    starts: list[int] = []
+    contents: list[str] = []
+    ends: list[str] = []
+    offset = 0
+    for raw in text.splitlines(keepends=True):
+        content = raw.splitlines()[0] if raw.splitlines() else ""
+        starts.append(offset)
+        contents.append(content)
+        ends.append(raw[len(content) :])
+        offset += len(raw)
+    return starts, contents, ends
+
+
+def dominant_eol(text: str) -> str:
+    crlf = text.count("\r\n")
+    lf = text.count("\n") - crlf
+    return "\r\n" if crlf > lf else "\n"
+
+
+def edit_spans(text: str, edits: tuple[Edit, ...] | list[Edit]) -> tuple[Span, ...]:
+    """Edits as offsets into ``text``; inserted newlines take the line ending of the file."""
+    starts, contents, ends = _line_table(text)
+    eol_default = dominant_eol(text)
+
+    def offset(line: int, column: int) -> int:
+        if line == len(starts) + 1 and column == 1:
+            return len(text)  # the end of the file
+        if not 1 <= line <= len(starts):
+            raise FixError(f"line {line} is outside the file ({len(starts)} lines)")
+        if not 1 <= column <= len(contents[line - 1]) + 1:
+            raise FixError(f"column {column} is outside line {line}")
+        return starts[line - 1] + column - 1
+
+    spans = []
+    for edit in edits:
+        start = offset(edit.line, edit.column)
+        end = offset(edit.end_line, edit.end_column)
+        if end < start:
+            raise FixError(f"edit ends before it starts (line {edit.line})")
+        eol = ends[edit.line - 1] if edit.line <= len(ends) and ends[edit.line - 1] else eol_default
+        if eol not in ("\n", "\r\n"):
+            eol = eol_default
+        new = edit.text.replace("\r\n", "\n").replace("\n", eol) if "\n" in edit.text else edit.text
+        spans.append(Span(start, end, new))
+    ordered = tuple(sorted(set(spans), key=lambda s: (s.start, s.end, s.text)))
+    for a, b in itertools.pairwise(ordered):
+        if b.start < a.end or (b.start == a.start and b.start == b.end == a.end):
+            raise FixError("the edits of one fix overlap")
+    return ordered
+
+
+def apply_spans(text: str, spans: list[Span]) -> str:
+    """Splice non-overlapping spans into ``text`` (last first)."""
+    out = text
+    for span in sorted(spans, key=lambda s: (s.start, s.end), reverse=True):
+        out = out[: span.start] + span.text + out[span.end :]
+    return out
+
+
+def apply_edits(text: str, edits: tuple[Edit, ...] | list[Edit]) -> str:
+    return apply_spans(text, list(edit_spans(text, edits)))
+
+
+def _conflicts(a: Span, b: Span) -> bool:
+    """Spans that overlap or touch: their order would matter, so they wait for another pass."""
+    if a == b:
+        return False  # the same edit twice (two findings, one fix): applied once
+    return a.start <= b.end and b.start <= a.end
+
+
+def choose(candidates: list[Candidate]) -> list[Candidate]:
+    """A deterministic set of fixes that do not conflict: the earliest (then by code) wins."""
+    chosen: list[Candidate] = []
+    taken: list[Span] = []
+    for cand in sorted(candidates, key=Candidate.order):
+        if any(_conflicts(s, t) for s in cand.spans for t in taken):
+            continue
+        chosen.append(cand)
+        taken.extend(cand.spans)
+    return chosen
+
+
+# -- the engine ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Settings:
+    path: str
+    config: Config | None
+    build_args: Mapping[str, str] | None
+    target: str | None
+    context_dir: str | None
+    unsafe: bool
+    digest_lookup: DigestLookup | None
+
+
+def _lint(text: str, settings: _Settings) -> list[Finding]:
+    from .engine import lint
+
+    return lint(
+        settings.path, text, settings.config, settings.build_args, settings.target, settings.context_dir
+    ).findings
+
+
+def _parse_problems(text: str, settings: _Settings) -> int | None:
+    try:
+        df = parse_dockerfile(text, settings.path, dict(settings.build_args or {}), settings.target)
+    except DockerfileError:
+        return None
+    return len(df.problems)
+
+
+def _key(text: str, finding: Finding) -> tuple[str, str, str, str]:
+    """Who a finding is, across passes that move lines: code, the text of its line, message tail."""
+    lines = text.splitlines()
+    line = lines[finding.line - 1] if 1 <= finding.line <= len(lines) else ""
+    message = re.sub(r"\bline \d+", "line N", finding.message)
+    return (finding.code, line, message, finding.fix.description if finding.fix else "")
+
+
+def _wanted(finding: Finding, unsafe: bool) -> bool:
+    fix = finding.fix
+    if fix is None:
+        return False
+    if fix.safety is FixSafety.SAFE:
+        return bool(fix.edits)
+    if fix.safety is FixSafety.UNSAFE and unsafe:
+        return bool(fix.edits) or finding.code in RESOLVED_FIXES
+    return False
+
+
+def fix_text(
+    text: str,
+    path: str = "Dockerfile",
+    config: Config | None = None,
+    build_args: Mapping[str, str] | None = None,
+    target: str | None = None,
+    context_dir: str | None = None,
+    *,
+    unsafe: bool = False,
+    digest_lookup: DigestLookup | None = None,
+) -> FixOutcome:
+    """Apply every safe fix (and with ``unsafe``, the unsafe ones) to a Dockerfile's text."""
+    settings = _Settings(path, config, build_args, target, context_dir, unsafe, digest_lookup)
+    outcome = FixOutcome(path=path, original=text, fixed=text)
+    from .manifests import is_manifest_path
+
+    if is_manifest_path(path):
+        return outcome  # compose and Kubernetes files: their rules carry no edits
+    current = text
+    try:
+        findings = _lint(current, settings)
+    except Exception as exc:  # a crashing rule (the lint that follows reports it) or unreadable input
+        outcome.messages.append(f"{path}: not fixed: linting it failed ({_one_line(exc)})")
+        return outcome
+    rejected: set[tuple[str, str, str, str]] = set()
+    resolved: dict[str, str | None] = {}
+    for _ in range(MAX_PASSES):
+        candidates = _candidates(current, findings, settings, rejected, resolved, outcome)
+        if not candidates:
+            break
+        batch = choose(candidates)
+        result = _try(current, findings, batch, settings)
+        if result is not None:
+            current, findings = result
+            outcome.applied.extend(c.finding for c in batch)
+            continue
+        # the pass as a whole breaks something: find the fix that does, one at a time
+        progressed = False
+        for cand in batch:
+            result = _try(current, findings, [cand], settings)
+            if result is not None:
+                current, findings = result
+                outcome.applied.append(cand.finding)
+                progressed = True
+                break
+            reason = _why_not(current, findings, cand, settings)
+            rejected.add(_key(current, cand.finding))
+            outcome.rolled_back.append((cand.finding, reason))
+            outcome.messages.append(
+                f"{path}:{cand.finding.line}: {cand.finding.code} fix ({cand.fix.description}) rolled back: {reason}"
+            )
+        if not progressed and not _candidates(current, findings, settings, rejected, resolved, None):
+            break
+    current = _same_final_newline(text, current)
+    if current != text and not _still_better(text, current, outcome.applied, settings):
+        outcome.messages.append(f"{path}: every fix rolled back: the fixed file did not lint as expected")
+        outcome.rolled_back.extend((f, "whole-file check failed") for f in outcome.applied)
+        outcome.applied = []
+        current = text
+    outcome.fixed = current
+    return outcome
+
+
+def _same_final_newline(original: str, fixed: str) -> str:
+    """Keep the file's final-newline state: an edit of the last line must not add or drop it."""
+    had = original.endswith(("\n", "\r"))
+    if had == fixed.endswith(("\n", "\r")) or not fixed:
+        return fixed
+    if had:
+        return fixed + ("\r\n" if "\r\n" in original else "\n")
+    return fixed.rstrip("\r\n")
+
+
+def _candidates(
+    text: str,
+    findings: list[Finding],
+    settings: _Settings,
+    rejected: set[tuple[str, str, str, str]],
+    resolved: dict[str, str | None],
+    outcome: FixOutcome | None,
+) -> list[Candidate]:
+    out: list[Candidate] = []
+    for finding in findings:
+        if finding.path != settings.path or not _wanted(finding, settings.unsafe):
+            continue
+        if _key(text, finding) in rejected:
+            continue
+        fix = finding.fix
+        assert fix is not None
+        if not fix.edits and finding.code in RESOLVED_FIXES:
+            fix = _resolve_digest_fix(text, finding, settings, resolved, outcome)
+            if fix is None:
+                continue
+        try:
+            spans = edit_spans(text, fix.edits)
+        except FixError as exc:
+            if outcome is not None:
+                outcome.messages.append(f"{settings.path}:{finding.line}: {finding.code} fix skipped: {exc}")
+            rejected.add(_key(text, finding))
+            continue
+        if spans:
+            out.append(Candidate(finding, fix, spans))
+    return out
+
+
+def _try(
+    text: str, findings: list[Finding], batch: list[Candidate], settings: _Settings
+) -> tuple[str, list[Finding]] | None:
+    """The new text and its findings if applying ``batch`` fixes what it claims and adds nothing."""
+    spans: list[Span] = []
+    for cand in batch:
+        spans.extend(s for s in cand.spans if s not in spans)
+    new = apply_spans(text, spans)
+    if new == text:
+        return None
+    verdict = _verify(text, new, findings, batch, settings)
+    if isinstance(verdict, str):
+        return None
+    return new, verdict
+
+
+def _verify(
+    old: str, new: str, findings: list[Finding], batch: list[Candidate], settings: _Settings
+) -> list[Finding] | str:
+    """The new findings when ``new`` is at least as good as ``old`` minus the fixed findings; else why not."""
+    old_problems = _parse_problems(old, settings)
+    new_problems = _parse_problems(new, settings)
+    if new_problems is None:
+        return "the fixed file is no longer a readable Dockerfile"
+    if old_problems is not None and new_problems > old_problems:
+        return "the fixed file no longer parses cleanly"
+    try:
+        new_findings = _lint(new, settings)
+    except Exception as exc:  # a rule that crashes on the new text: keep the old one
+        return f"linting the fixed file failed ({exc.__class__.__name__})"
+    before = Counter(f.code for f in findings)
+    after = Counter(f.code for f in new_findings)
+    fixed = Counter(c.finding.code for c in batch)
+    for code in sorted(set(after) | set(fixed)):
+        allowed = before[code] - fixed[code]
+        if after[code] > allowed:
+            if after[code] > before[code]:
+                return f"it would add a {code} finding"
+            return f"the {code} finding is still reported after the fix"
+    return new_findings
+
+
+def _why_not(text: str, findings: list[Finding], cand: Candidate, settings: _Settings) -> str:
+    new = apply_spans(text, list(cand.spans))
+    verdict = _verify(text, new, findings, [cand], settings)
+    return verdict if isinstance(verdict, str) else "it conflicts with the other fixes"
+
+
+def _still_better(original: str, fixed: str, applied: list[Finding], settings: _Settings) -> bool:
+    """Whole-file check: against the original, every applied fix removed its finding and nothing was added."""
+    try:
+        before = Counter(f.code for f in _lint(original, settings))
+        after = Counter(f.code for f in _lint(fixed, settings))
+    except Exception:
+        return False
+    fixed_codes = Counter(f.code for f in applied)
+    return all(after[c] <= before[c] - fixed_codes[c] for c in set(after) | set(fixed_codes))
+
+
+# -- GL104: digests from the registry -----------------------------------------------------
+
+
+def _resolve_digest_fix(
+    text: str,
+    finding: Finding,
+    settings: _Settings,
+    resolved: dict[str, str | None],
+    outcome: FixOutcome | None,
+) -> Fix | None:
+    """The GL104 fix with its edit: ``@sha256:...`` after the FROM image, from the registry."""
+    try:
+        df = parse_dockerfile(text, settings.path, dict(settings.build_args or {}), settings.target)
+    except DockerfileError:
+        return None
+    stage = next((s for s in df.stages if s.from_instruction.line == finding.line), None)
+
+    def note(message: str) -> None:
+        if outcome is not None:
+            outcome.messages.append(f"{settings.path}:{finding.line}: GL104 fix skipped: {message}")
+
+    if stage is None or stage.image is None or stage.image.digest or not stage.image.tag:
+        return None
+    written = stage.base_text
+    if "$" in written:
+        note(f"the image {written} comes from ARG values: pin the digest where the ARG is set")
+        return None
+    line = df.lines[finding.line - 1]
+    match = re.search(r"(?<=\s)" + re.escape(written) + r"(?=\s|$)", line)
+    if match is None:
+        note("the image reference is not on the FROM line")
+        return None
+    reference = str(stage.image)
+    if reference not in resolved:
+        lookup = settings.digest_lookup or registry_digest
+        try:
+            resolved[reference] = lookup(reference)
+        except Exception as exc:  # ImageError and anything the network throws: never guess
+            resolved[reference] = None
+            note(f"cannot get the digest of {reference} ({_one_line(exc)}); nothing guessed")
+            return None
+    digest = resolved[reference]
+    if digest is None:
+        return None
+    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        note(f"the registry answered an unexpected digest {digest!r}")
+        return None
+    column = match.end() + 1
+    return Fix(
+        description=f"pin {reference} to {digest}",
+        safety=FixSafety.UNSAFE,
+        edits=(Edit(finding.line, column, finding.line, column, f"@{digest}"),),
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or exc.__class__.__name__
+
+
+def registry_digest(reference: str, timeout: float = 15.0) -> str:
+    """The digest of the manifest (the index for multi-platform images) a tag points at.
+
+    Docker-Content-Digest when the registry sends it (checked against the bytes), else the
+    sha256 of the manifest as served. Loopback registries are tried over HTTPS, then HTTP (as
+    Docker treats them); ``GPULINT_REGISTRY_HTTP=1`` uses plain HTTP for every registry.
+    """
+    from .image.registry import (
+        MANIFEST_TYPES,
+        MAX_MANIFEST_BYTES,
+        RegistryClient,
+        docker_config_credentials,
+        parse_reference,
+    )
+    from .image.sources import ImageError
+
+    host, repository, tag = parse_reference(reference)
+    credentials = docker_config_credentials(host)
+    loopback = host.split(":")[0] in ("localhost", "127.0.0.1", "[::1]") or host.startswith("127.")
+    schemes = (
+        [True] if os.environ.get("GPULINT_REGISTRY_HTTP") == "1" else [False, True] if loopback else [False]
+    )
+    last: Exception | None = None
+    for insecure in schemes:
+        client = RegistryClient(host, repository, credentials, timeout=timeout, insecure_http=insecure)
+        try:
+            response = client.request(f"manifests/{tag}", MANIFEST_TYPES, stream=True)
+            try:
+                body = b""
+                for chunk in response.iter_content(65536):
+                    body += chunk
+                    if len(body) > MAX_MANIFEST_BYTES:
+                        raise ImageError(f"{host}/{repository}: the manifest is too large")
+            finally:
+                response.close()
+            header = response.headers.get("Docker-Content-Digest")
+        except ImageError as exc:
+            last = exc
+            continue
+        finally:
+            client._session.close()
+        computed = "sha256:" + hashlib.sha256(body).hexdigest()
+        if header and header.startswith("sha256:") and header != computed:
+            raise ImageError(
+                f"{host}/{repository}: Docker-Content-Digest {header} does not match the manifest"
+            )
+        return computed
+    assert last is not None
+    raise last
+
+
+# -- files ---------------------------------------------------------------------------------
+
+
+@dataclass
+class SourceFile:
+    """A Dockerfile as read from disk, with what writing it back must keep."""
+
+    path: Path
+    data: bytes
+    text: str
+    bom: bool
+
+
+def read_source_file(path: str) -> SourceFile:
+    from .engine import read_source
+
+    text = read_source(path)  # every one-line error a lint gives
+    data = Path(path).read_bytes()
+    return SourceFile(Path(path), data, text, data.startswith(BOM))
+
+
+def encode(source: SourceFile, text: str) -> bytes:
+    return (BOM if source.bom else b"") + text.encode("utf-8")
+
+
+def write_fixed(source: SourceFile, text: str) -> None:
+    """Replace the file with ``text`` atomically, keeping its BOM, mode and (where allowed) owner.
+
+    A symlink is followed (the file it points at is replaced, the link stays). Raises OSError
+    when the file changed on disk since it was read, or cannot be written.
+    """
+    target = Path(os.path.realpath(source.path))
+    if target.read_bytes() != source.data:
+        raise OSError(f"{source.path} changed on disk while it was being fixed; not written")
+    info = target.stat()
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".gpulint-fix", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(encode(source, text))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, info.st_mode & 0o7777)
+        if hasattr(os, "chown"):
+            # not ours to give away: the file keeps our owner, as an editor's save would
+            with contextlib.suppress(OSError):
+                os.chown(tmp, info.st_uid, info.st_gid)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    """A unified diff of ``old`` -> ``new`` (``a/``/``b/`` prefixes as git writes them)."""
+    if old == new:
+        return ""
+    old_lines = old.splitlines(keepends=True)
+    new_lines = new.splitlines(keepends=True)
+    out = []
+    for line in difflib.unified_diff(old_lines, new_lines, f"a/{path}", f"b/{path}"):
+        if not line.endswith(("\n", "\r")):
+            line += "\n\\ No newline at end of file\n"
+        out.append(line)
+    return "".join(out)
+
+
+# -- edit builders for rules ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Token:
+    line: int  # 1-based
+    start: int  # 0-based column of the first character
+    end: int  # 0-based column after the last character
+    text: str
+
+
+def _scan_words(text: str, start: int, stop: int, escape: str) -> list[tuple[int, int, str]] | None:
+    """Words of ``text[start:stop]`` with their columns (BuildKit's parseWords); None if a quote stays open."""
+    out: list[tuple[int, int, str]] = []
+    i = start
+    word_start: int | None = None
+    quote: str | None = None
+    while i < stop:
+        ch = text[i]
+        if quote is None and ch in " \t":
+            if word_start is not None:
+                out.append((word_start, i, text[word_start:i]))
+                word_start = None
+            i += 1
+            continue
+        if word_start is None:
+            word_start = i
+        if ch == escape and quote != "'":
+            i += 2
+            continue
+        if quote is None and ch in "\"'":
+            quote = ch
+        elif ch == quote:
+            quote = None
+        i += 1
+    if quote is not None or i > stop:
+        return None
+    if word_start is not None:
+        out.append((word_start, stop, text[word_start:stop]))
+    return out
+
+
+def instruction_tokens(df: Dockerfile, instr: Instruction) -> list[_Token] | None:
+    """The argument words of an ENV/ARG/LABEL instruction where the source holds them.
+
+    None when a word spans lines or the words found differ from the model's (any doubt).
+    """
+    from .dockerfile import split_words
+
+    lines = df.lines
+    escape = df.escape
+    tokens: list[_Token] = []
+    for number in range(instr.line, instr.end_line + 1):
+        text = lines[number - 1]
+        start = 0
+        if number == instr.line:
+            stripped = text.lstrip()
+            start = len(text) - len(stripped) + len(instr.keyword)
+            if text[start - len(instr.keyword) : start].upper() != instr.keyword:
+                return None
+        elif not text.strip() or text.lstrip().startswith("#"):
+            continue
+        stop = len(text.rstrip(" \t"))
+        if number < instr.end_line and text.rstrip(" \t").endswith(escape):
+            stop -= 1
+        words = _scan_words(text, start, stop, escape)
+        if words is None:
+            return None
+        tokens.extend(_Token(number, s, e, w) for s, e, w in words)
+    if [t.text for t in tokens] != split_words(instr.args, escape):
+        return None
+    # Docker joins continuation lines without a separator: words that touch across lines are one
+    for a, b in itertools.pairwise(tokens):
+        if a.line != b.line and a.end == len(lines[a.line - 1].rstrip(" \t")) and b.start == 0:
+            return None
+    return tokens
+
+
+def _instruction_has_comments(df: Dockerfile, instr: Instruction) -> bool:
+    return any(df.lines[n - 1].lstrip().startswith("#") for n in range(instr.line + 1, instr.end_line + 1))
+
+
+def remove_instruction(df: Dockerfile, instr: Instruction) -> Edit | None:
+    """Delete an instruction's lines; None when comment lines sit inside it (they would be lost)."""
+    if _instruction_has_comments(df, instr) or instr.heredocs:
+        return None
+    lines = df.lines
+    if instr.end_line < len(lines):
+        return Edit(instr.line, 1, instr.end_line + 1, 1, "")
+    # the last line of the file: keep whether the file ends with a newline
+    if df.text.endswith(("\n", "\r")):
+        return Edit(instr.line, 1, instr.end_line + 1, 1, "")
+    if instr.line == 1:
+        return Edit(1, 1, instr.end_line, len(lines[instr.end_line - 1]) + 1, "")
+    previous = instr.line - 1
+    return Edit(
+        previous, len(lines[previous - 1]) + 1, instr.end_line, len(lines[instr.end_line - 1]) + 1, ""
+    )
+
+
+def env_pair_edit(df: Dockerfile, instr: Instruction, key: str, value: str | None) -> Edit | None:
+    """An edit that sets ``key`` to ``value`` (None: removes the pair) in this ENV instruction.
+
+    Only literal values are edited (a ``$`` in the old value means an ARG feeds it: no edit).
+    Removing the only pair removes the instruction.
+    """
+    if instr.keyword != "ENV":
+        return None
+    tokens = instruction_tokens(df, instr)
+    if not tokens:
+        return None
+    legacy = "=" not in tokens[0].text
+    if legacy:
+        if tokens[0].text != key or len(tokens) < 2:
+            return None
+        rest = tokens[1:]
+        if "$" in " ".join(t.text for t in rest):
+            return None
+        if value is None:
+            return remove_instruction(df, instr)
+        if any(t.line != rest[0].line for t in rest):
+            return None
+        return Edit(rest[0].line, rest[0].start + 1, rest[-1].line, rest[-1].end + 1, value)
+    hits = [i for i, t in enumerate(tokens) if t.text.split("=", 1)[0] == key]
+    if len(hits) != 1 or any("=" not in t.text for t in tokens):
+        return None
+    index = hits[0]
+    token = tokens[index]
+    old_value = token.text.split("=", 1)[1]
+    if "$" in old_value:
+        return None
+    if value is not None:
+        column = token.start + len(key) + 2
+        return Edit(token.line, column, token.line, token.end + 1, value)
+    if len(tokens) == 1:
+        return remove_instruction(df, instr)
+    lines = df.lines
+    same_line = [t for t in tokens if t.line == token.line]
+    after = next((t for t in same_line if t.start > token.start), None)
+    before = [t for t in same_line if t.start < token.start]
+    if after is not None:
+        return Edit(token.line, token.start + 1, token.line, after.start + 1, "")
+    if before:
+        return Edit(token.line, before[-1].end + 1, token.line, token.end + 1, "")
+    # alone on a continuation line
+    if token.line == instr.line:
+        return None
+    if index < len(tokens) - 1:
+        return Edit(token.line, 1, token.line + 1, 1, "")
+    # the last line of the instruction: the line before it must stop continuing
+    prev = tokens[index - 1]
+    if any(lines[n - 1].lstrip().startswith("#") for n in range(prev.line + 1, token.line)):
+        return None  # the comment lines in between would go with it
+    return Edit(prev.line, prev.end + 1, token.line, len(lines[token.line - 1]) + 1, "")
