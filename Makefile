@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit integration bench clean
+.PHONY: demo test lint typecheck unit integration bench fuzz atheris clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,5 +38,22 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
+## The large fuzz job (issue #9): >= 100k generated inputs over tests/test_fuzz_*.py (the normal
+## suite runs 40 per test). Counts per target go to build/fuzz-counts.json.
+FUZZ_EXAMPLES ?= 1200
+fuzz: $(STAMP)
+	mkdir -p build && rm -f build/fuzz-counts.json
+	GPULINT_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) GPULINT_FUZZ_REPORT=build/fuzz-counts.json \
+		$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_fuzz_dockerfile.py tests/test_fuzz_inputs.py tests/test_fuzz_image.py
+	$(BIN)/python -c "import json; c = json.load(open('build/fuzz-counts.json')); print(json.dumps(c, indent=1)); print('generated inputs:', sum(c.values()))"
+
+## Coverage-guided fuzzing of the Dockerfile + shell entry point for ATHERIS_SECONDS (atheris/libFuzzer).
+ATHERIS_SECONDS ?= 300
+atheris: $(STAMP)
+	$(BIN)/python -m pip install --quiet 'atheris>=2.3'
+	mkdir -p build/atheris-corpus && cp fixtures/examples/*Dockerfile* build/atheris-corpus/
+	$(BIN)/python tests/fuzz/atheris_lint.py -max_total_time=$(ATHERIS_SECONDS) -rss_limit_mb=4096 \
+		-timeout=30 build/atheris-corpus
+
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis

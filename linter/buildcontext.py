@@ -170,7 +170,7 @@ def _read_text(path: Path, seen: set[Path], depth: int) -> str | None:
             return None
         seen.add(resolved)
         return path.read_text("utf-8")
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, ValueError):  # ValueError: a NUL byte in an include's name
         return None
 
 
@@ -361,7 +361,7 @@ def _within(root: Path, path: Path) -> bool:
     try:
         base = root.resolve()
         target = path.resolve()
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # ValueError: a NUL byte in a name from a file
         return False
     return target == base or base in target.parents
 

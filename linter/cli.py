@@ -244,7 +244,13 @@ def lint_command(
                 from .dockerfile import DockerfileError, decode
 
                 if stdin_data is None:
-                    stdin_data = sys.stdin.buffer.read()
+                    from .engine import MAX_FILE_BYTES
+
+                    stdin_data = sys.stdin.buffer.read(MAX_FILE_BYTES + 1)  # bounded: `cat /dev/zero |`
+                    if len(stdin_data) > MAX_FILE_BYTES:
+                        raise InputError(
+                            f"{stdin_filename or '-'}: too large (more than {MAX_FILE_BYTES} bytes)"
+                        )
                 name = stdin_filename or "-"
                 try:
                     text = decode(stdin_data, name)

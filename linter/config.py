@@ -138,6 +138,8 @@ def load_config(path: Path) -> Config:
 
         try:
             data = yaml.safe_load(text)
+        except RecursionError:  # [[[[... thousands deep: PyYAML's composer recurses
+            raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""

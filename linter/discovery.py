@@ -59,7 +59,8 @@ def find_files(
         for name in sorted(files):
             if is_dockerfile_name(name) or (compose and is_compose_name(name)):
                 path = Path(root, name)
-                if not excluded(path):
+                # a FIFO or device named Dockerfile would block or never end: regular files only
+                if path.is_file() and not excluded(path):
                     found.append(path)
     return _drop_gitignored(directory, found)
 

@@ -321,7 +321,9 @@ def parse_dockerfile(
 def _check_limits(path: str, instr: Instruction, instructions: list[Instruction]) -> None:
     """Stop at the first instruction past a limit: the file is hostile or generated, not a Dockerfile."""
     if len(instructions) > MAX_INSTRUCTIONS:
-        raise DockerfileError(f"{path}: more than {MAX_INSTRUCTIONS} instructions (a Dockerfile limit of gpulint)")
+        raise DockerfileError(
+            f"{path}: more than {MAX_INSTRUCTIONS} instructions (a Dockerfile limit of gpulint)"
+        )
     if instr.keyword == "FROM" and sum(1 for x in instructions if x.keyword == "FROM") > MAX_STAGES:
         raise DockerfileError(f"{path}: more than {MAX_STAGES} stages (a Dockerfile limit of gpulint)")
     span = instr.end_line - instr.line + 1

@@ -97,13 +97,21 @@ def read_source(path: str) -> str:
         if size > limit:
             what = "a compose/Kubernetes file" if manifest else "a Dockerfile"
             raise InputError(f"{path}: too large to be {what} ({size} bytes; limit {limit})")
-        data = p.read_bytes()
+        # read at most limit+1 bytes: /dev/zero, a FIFO or a growing file says 0 in st_size
+        with open(p, "rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"{path}: too large (more than {limit} bytes)")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except PermissionError:
         raise InputError(f"{path}: permission denied") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except InputError:
+        raise
+    except ValueError:  # a NUL byte in a name that came from a file (a compose build context)
+        raise InputError(f"{path!r}: not a valid file name") from None
     try:
         return decode(data, path)
     except DockerfileError as exc:

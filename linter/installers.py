@@ -584,7 +584,11 @@ def _vcs_spec(word: Word, url: str, name: str | None) -> PackageSpec:
 
 
 def _url_spec(word: Word, url: str, name: str | None) -> PackageSpec:
-    filename = urllib.parse.unquote(os.path.basename(urllib.parse.urlparse(url).path))
+    try:
+        path = urllib.parse.urlparse(url).path
+    except ValueError:  # `https://host]`: "Invalid IPv6 URL" (found by atheris)
+        path = url.split("?", 1)[0].split("#", 1)[0]
+    filename = urllib.parse.unquote(os.path.basename(path))
     match = _WHEEL_RE.match(filename) or _SDIST_RE.match(filename)
     version = match.group("version") if match else None
     local = version.split("+", 1)[1] if version and "+" in version else None

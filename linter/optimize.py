@@ -115,13 +115,13 @@ class Element:
 
 def _chain(script: str, position: Any) -> list[Element] | str:
     """The elements of a plain ``a && b && c`` script (``;`` and newlines count as ``&&``), or why not."""
-    from .shell import _parser
+    from .shell import _ascii_only, _parser
 
     parser = _parser()
     if parser is None:
         return "the shell parser (tree-sitter-bash) is not available"
     raw = script.encode("utf-8")
-    tree = parser.parse(raw)
+    tree = parser.parse(_ascii_only(raw))  # see _ascii_only: tree-sitter-bash can crash on non-ASCII
     if tree.root_node.has_error:
         return "the shell script does not parse"
     out: list[Element] = []

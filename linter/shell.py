@@ -203,7 +203,7 @@ def _parse_script(
     if parser is None:
         return _fallback(script, pos, scope)
     data = script.encode("utf-8")
-    tree = parser.parse(data)
+    tree = parser.parse(_ascii_only(data))
     out: list[Command] = []
     try:
         _walk(tree.root_node, data, pos, scope, out)
@@ -219,6 +219,20 @@ def _parse_script(
 
 
 # -- tree-sitter -------------------------------------------------------------
+
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
+
+
+def _ascii_only(data: bytes) -> bytes:
+    """``data`` with every non-ASCII byte replaced by ``x``, for the parser only.
+
+    tree-sitter-bash 0.25's C scanner crashes the process (SIGSEGV, about one parse in two)
+    on `{` followed by a code point in planes 14-16 (U+E0000 and up; found by the fuzzers,
+    tree-sitter-bash issue #337 reports the same for U+31860). Bash treats every non-ASCII
+    character as a word character, as it treats ``x``, so the parse is the same; byte
+    offsets are unchanged, and all text is taken from the original bytes.
+    """
+    return data if data.isascii() else _NON_ASCII.sub(b"x", data)
 
 
 @functools.cache

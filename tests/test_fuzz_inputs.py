@@ -4,6 +4,7 @@ and compose/Kubernetes files. Each parser gives a model or its own one-line erro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from pathlib import Path
@@ -67,12 +68,28 @@ def test_requirements_files_with_includes(lines: list[str], newline: str) -> Non
     result = read_requirements(path, "requirements.txt", root=WORK)
     assert result is not None
     env = WORK / "environment.yml"
-    env.write_text("dependencies:\n" + "".join(f"  - {line!r}\n" for line in lines) + "  - pip:\n    - -r requirements.txt\n", "utf-8", errors="surrogatepass")
+    env.write_text(
+        "dependencies:\n"
+        + "".join(f"  - {line!r}\n" for line in lines)
+        + "  - pip:\n    - -r requirements.txt\n",
+        "utf-8",
+        errors="surrogatepass",
+    )
     read_conda_file(env, "environment.yml")
 
 
 @fuzz_settings(scale=5)
-@given(text=st.lists(st.one_of(VARIABLES, WORDS, UNICODE, st.sampled_from(["'", '"', "\\", "$", "{", "}", ":", "%", "#", "/", "*", "["])), max_size=12).map("".join))
+@given(
+    text=st.lists(
+        st.one_of(
+            VARIABLES,
+            WORDS,
+            UNICODE,
+            st.sampled_from(["'", '"', "\\", "$", "{", "}", ":", "%", "#", "/", "*", "["]),
+        ),
+        max_size=12,
+    ).map("".join)
+)
 def test_variable_expansion(text: str) -> None:
     record("expand")
     for escape in ("\\", "`"):
@@ -81,7 +98,34 @@ def test_variable_expansion(text: str) -> None:
 
 
 @fuzz_settings(scale=3)
-@given(text=st.one_of(st.text(max_size=80), st.lists(st.sampled_from(["nvcr.io", "/", ":", "@", "sha256:", "a" * 64, "nvidia", "cuda", "12.4.1", "localhost:5000", "[::1]:5000", ".", "-", "_", "__", "UPPER"]), max_size=8).map("".join)))
+@given(
+    text=st.one_of(
+        st.text(max_size=80),
+        st.lists(
+            st.sampled_from(
+                [
+                    "nvcr.io",
+                    "/",
+                    ":",
+                    "@",
+                    "sha256:",
+                    "a" * 64,
+                    "nvidia",
+                    "cuda",
+                    "12.4.1",
+                    "localhost:5000",
+                    "[::1]:5000",
+                    ".",
+                    "-",
+                    "_",
+                    "__",
+                    "UPPER",
+                ]
+            ),
+            max_size=8,
+        ).map("".join),
+    )
+)
 def test_image_references(text: str) -> None:
     record("imageref")
     ref = parse_image_ref(text)
@@ -92,8 +136,37 @@ def test_image_references(text: str) -> None:
 @fuzz_settings(scale=3)
 @given(
     env=st.dictionaries(
-        st.sampled_from(["NVIDIA_REQUIRE_CUDA", "NVIDIA_REQUIRE_X", "CUDA_VERSION", "NVIDIA_DISABLE_REQUIRE", "NVIDIA_REQUIRE_JETPACK"]),
-        st.one_of(st.none(), st.text(max_size=30), st.lists(st.sampled_from(["cuda>=12.4", "brand=tesla", "driver>=470", "driver<471", "arch=x86_64", " ", ",", "cuda", ">=", "99999999999999999999", "v12"]), max_size=6).map("".join)),
+        st.sampled_from(
+            [
+                "NVIDIA_REQUIRE_CUDA",
+                "NVIDIA_REQUIRE_X",
+                "CUDA_VERSION",
+                "NVIDIA_DISABLE_REQUIRE",
+                "NVIDIA_REQUIRE_JETPACK",
+            ]
+        ),
+        st.one_of(
+            st.none(),
+            st.text(max_size=30),
+            st.lists(
+                st.sampled_from(
+                    [
+                        "cuda>=12.4",
+                        "brand=tesla",
+                        "driver>=470",
+                        "driver<471",
+                        "arch=x86_64",
+                        " ",
+                        ",",
+                        "cuda",
+                        ">=",
+                        "99999999999999999999",
+                        "v12",
+                    ]
+                ),
+                max_size=6,
+            ).map("".join),
+        ),
         max_size=4,
     ),
     driver=st.sampled_from(["535.104.05", "470", "999.999.999", "1"]),
@@ -119,13 +192,15 @@ def test_yaml_config_is_a_config_or_one_config_error(text: str) -> None:
 
 
 @fuzz_settings(scale=2)
-@given(data=st.dictionaries(st.text(max_size=20), st.from_type(object).filter(lambda v: not callable(v)) | st.none(), max_size=4))
+@given(
+    data=st.dictionaries(
+        st.text(max_size=20), st.from_type(object).filter(lambda v: not callable(v)) | st.none(), max_size=4
+    )
+)
 def test_config_mapping_from_the_python_api(data: dict[str, object]) -> None:
     record("config:mapping")
-    try:
+    with contextlib.suppress(ConfigError):
         config_from_mapping(data, "<config>")
-    except ConfigError:
-        pass
 
 
 @fuzz_settings(scale=6)
@@ -171,3 +246,56 @@ def test_requirements_fifo_and_dev_zero_are_not_read(tmp_path: Path) -> None:
     assert read_requirements(tmp_path / "requirements.txt", "requirements.txt") is None
     (tmp_path / "zero.txt").symlink_to("/dev/zero")
     assert read_requirements(tmp_path / "zero.txt", "zero.txt") is None
+
+
+def test_requirements_include_with_a_nul_byte(tmp_path: Path) -> None:
+    """Found by the fuzzer: `-r other.txt\\0` raised ValueError (embedded null byte) from resolve()."""
+    (tmp_path / "requirements.txt").write_text("-r other.txt\x00\ntorch==2.3.1\n")
+    for root in (tmp_path, None):
+        result = read_requirements(tmp_path / "requirements.txt", "requirements.txt", root=root)
+        assert result is not None and [s.name for s in result.specs] == ["torch"]
+    dockerfile = "FROM python:3.11\nCOPY requirements.txt .\nRUN pip install -r requirements.txt\n"
+    assert lint("Dockerfile", dockerfile, Config(select=("ALL",)), context_dir=str(tmp_path)) is not None
+
+
+def test_config_nested_thousands_deep(tmp_path: Path) -> None:
+    """Found by the fuzzer: PyYAML's composer raised RecursionError on `select: [[[[...]]]]`."""
+    path = tmp_path / ".gpulint.yaml"
+    path.write_text("select: " + "[" * 3000 + "]" * 3000 + "\n")
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        load_config(path)
+
+
+def test_compose_build_context_with_a_nul_byte(tmp_path: Path) -> None:
+    """Found by the fuzzer: `build: "\\0"` reached open() with a NUL byte (ValueError)."""
+    try:
+        result = lint(
+            str(tmp_path / "compose.yaml"), 'services:\n  app:\n    build: "\\0"\n', Config(select=("ALL",))
+        )
+    except InputError as exc:
+        assert "\n" not in str(exc)
+    else:
+        check_findings(result.findings, "")
+
+
+def test_tree_sitter_bash_never_sees_non_ascii() -> None:
+    """Found by the fuzzer (a SIGSEGV that killed the run): tree-sitter-bash 0.25's scanner
+    crashes on `{` + a code point in planes 14-16 about one parse in two. Run in a child
+    process: a crash here must fail the test, not kill pytest."""
+    import subprocess
+    import sys
+
+    code = (
+        "from gpulint.shell import parse_script\n"
+        "from gpulint.engine import lint\n"
+        "for cp in (0xE0001, 0xF0000, 0x1018F4, 0x10FFFD, 0x31860):\n"
+        "    for _ in range(100):\n"
+        "        cmds = parse_script('echo {' + chr(cp) + ' && pip install torch', lambda r, c: (r + 1, c + 1), {})\n"
+        "    assert [w.text for c in cmds for w in c.argv] == ['echo', '{' + chr(cp), 'pip', 'install', 'torch']\n"
+        "    lint('Dockerfile', 'FROM python:3.11\\nRUN echo {' + chr(cp) + '\\n')\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr[-2000:])

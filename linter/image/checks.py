@@ -245,7 +245,7 @@ def history_dockerfile(history: list[dict[str, Any]]) -> tuple[str, list[int]]:
 
 
 def _history_findings(analysis: Analysis, config: Config) -> list[Finding]:
-    from ..engine import lint
+    from ..engine import InputError, lint
 
     entries = analysis.image.config.get("history") or []
     text, origin = history_dockerfile([e for e in entries if isinstance(e, dict)])
@@ -253,7 +253,10 @@ def _history_findings(analysis: Analysis, config: Config) -> list[Finding]:
         select=HISTORY_RULES, min_driver=config.min_driver, weights_threshold=config.weights_threshold
     )
     # no build context: an image has none (os.devnull is never a directory)
-    result = lint(analysis.image.source, text, selected, context_dir=os.devnull)
+    try:
+        result = lint(analysis.image.source, text, selected, context_dir=os.devnull)
+    except InputError:  # a history past the Dockerfile limits (hostile or generated): no history checks
+        return []
     out = []
     for finding in result.findings:
         if finding.code == "GL001":

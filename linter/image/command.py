@@ -6,6 +6,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -79,7 +80,21 @@ def parse_bandwidth(text: str) -> float:
 @click.option(
     "--timeout", type=float, default=30.0, show_default=True, help="Registry request timeout in seconds."
 )
+@click.option(
+    "--max-entries",
+    type=click.IntRange(min=1),
+    default=1_000_000,
+    show_default=True,
+    help="Refuse a layer with more tar entries than this (a hostile archive).",
+)
+@click.option(
+    "--max-layer-bytes",
+    default="32GiB",
+    show_default=True,
+    help="Refuse a layer that decompresses to more than this (a gzip/zstd bomb).",
+)
 @click.option("--fail-on", default="warning", show_default=True, help="error, warning, info or never.")
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors (never with a credential in them).")
 def image_command(
     sources: tuple[str, ...],
     fmt: str | None,
@@ -95,17 +110,27 @@ def image_command(
     tls_verify: bool,
     ca_cert: str | None,
     timeout: float,
+    max_entries: int,
+    max_layer_bytes: str,
     fail_on: str,
+    debug: bool,
 ) -> int:
     """Analyse built images: docker-archive:PATH, oci-archive:PATH, oci:DIR[:REF],
     docker-daemon:NAME, docker://REF, a bare path or a bare reference (= docker://)."""
     from ..report import Report
     from ..reporters import get_renderer
+    from ..secrets import redact_finding
     from .analysis import analyse
     from .checks import image_findings
     from .report import build_report, render_rich, render_text
     from .sources import open_image
+    from .tarscan import Limits
 
+    limits = Limits(max_entries=max_entries, max_bytes=parse_size(max_layer_bytes, "--max-layer-bytes"))
+    if limits.max_bytes <= 0:
+        raise ConfigError("--max-layer-bytes must be positive")
+    if not timeout > 0:
+        raise ConfigError("--timeout must be a positive number of seconds")
     config = Config(
         min_driver=parse_driver(min_driver) if min_driver else None,
         weights_threshold=parse_size(weights_threshold, "--weights-threshold"),
@@ -114,6 +139,11 @@ def image_command(
     bps = parse_bandwidth(bandwidth)
     if fmt is None:
         fmt = "tty" if sys.stdout.isatty() and output in (None, "-") else "plain"
+    for source in sources:
+        if re.match(r"^(?:docker://)?/*[^/@\s]+:[^/@\s]*@", source):  # user:password@registry/...
+            raise ConfigError(
+                "an image reference must not carry credentials (use --creds USER:PASSWORD or docker login)"
+            )
     reports = []
     analyses = []
     all_findings = []
@@ -124,11 +154,15 @@ def image_command(
         if source.startswith("docker-daemon:"):
             from .daemon import analyse_daemon_image
 
-            analysis = analyse_daemon_image(source.split(":", 1)[1], config.weights_threshold, progress)
+            analysis = analyse_daemon_image(
+                source.split(":", 1)[1], config.weights_threshold, progress, limits=limits
+            )
         elif _is_registry(source):
             from .registry import open_registry_image
 
-            with open_registry_image(source, platform, creds, tls_verify, ca_cert, timeout) as remote:
+            with open_registry_image(
+                source, platform, creds, tls_verify, ca_cert, timeout, verify, limits
+            ) as remote:
                 analysis = analyse(remote, config.weights_threshold, progress, walk=walk_layers)
                 if not walk_layers:
                     click.echo(
@@ -137,9 +171,12 @@ def image_command(
                         err=True,
                     )
         else:
-            with open_image(source, platform=platform, verify=verify) as image:
+            with open_image(source, platform=platform, verify=verify, limits=limits) as image:
                 analysis = analyse(image, config.weights_threshold, progress)
-        findings = sorted(image_findings(analysis, config), key=lambda f: (f.line, f.code))
+        _redact_commands(analysis)
+        findings = sorted(
+            (redact_finding(f) for f in image_findings(analysis, config)), key=lambda f: (f.line, f.code)
+        )
         all_findings.extend(findings)
         reports.append(build_report(analysis, findings, bps, price_per_hour))
         analyses.append(analysis)
@@ -171,6 +208,26 @@ def image_command(
         return 0
     level = FAIL_LEVEL[config.fail_on]
     return 1 if any(f.severity >= level for f in all_findings) else 0
+
+
+def _redact_commands(analysis: Any) -> None:
+    """Layer commands (``created_by``) with every secret value masked, for every format.
+
+    An image's history keeps the commands that built it: a token passed as a build arg or
+    set with ENV is in there. The history entries stay as they are for the checks (which
+    redact their own messages); what a report shows is masked here.
+    """
+    from ..secrets import REDACTED, is_secret_name, redact_secrets
+
+    def legacy_env(match: re.Match[str]) -> str:
+        return match.group(0) if not is_secret_name(match.group(2)) else f"{match.group(1)}{REDACTED}"
+
+    for layer in analysis.layers:
+        text = redact_secrets(layer.created_by)
+        # `ENV NAME value` (the legacy form, without =), as docker history shows it
+        layer.created_by = re.sub(
+            r"((?:ENV|ARG)[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]+)(?!=)(\S.*)$", legacy_env, text, flags=re.M
+        )
 
 
 def _progress_printer(source: str) -> Callable[[int, int], None]:

@@ -18,8 +18,8 @@ from typing import Any, BinaryIO
 
 from .. import data as facts
 from .analysis import Analysis, LayerScan, combine, scan_layer, wants_content
-from .sources import ImageData, ImageError, Layer
-from .tarscan import Member, TarError, iter_members
+from .sources import ImageData, ImageError, Layer, platform_of, sanitize_config
+from .tarscan import DEFAULT_LIMITS, Limits, Member, TarError, iter_members
 
 
 class _ChunkStream(io.RawIOBase):
@@ -64,6 +64,7 @@ def analyse_daemon_image(
     weights_threshold: int = 100 * 1000 * 1000,
     progress: Callable[[int, int], None] | None = None,
     client: Any = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Analysis:
     """Inspect an image in the daemon and walk its layers from one `save` stream."""
     import docker
@@ -90,18 +91,24 @@ def analyse_daemon_image(
         if len(head) >= 262 and head[257:262] == b"ustar":
             evidence = Analysis(placeholder, [])
             scan = scan_layer(
-                iter_members(stream, read_data=wants_content), 0, evidence, extensions, weights_threshold
+                iter_members(stream, read_data=wants_content, limits=limits),
+                0,
+                evidence,
+                extensions,
+                weights_threshold,
             )
             scans[_key(member.name)] = (scan, evidence)
             if progress is not None:
                 progress(len(scans), len(scans))
         elif head[:1] in (b"{", b"[") and member.size < 16 * 1024 * 1024:
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):
                 documents[_key(member.name)] = json.loads(stream.read())
 
+    # the save stream carries every layer: the per-layer limits apply to each inner tar
+    outer = Limits(limits.max_entries, 1 << 62, limits.max_name_bytes)
     try:
         for member in iter_members(
-            io.BufferedReader(_ChunkStream(chunks), buffer_size=1 << 20), on_data=on_data
+            io.BufferedReader(_ChunkStream(chunks), buffer_size=1 << 20), on_data=on_data, limits=outer
         ):
             if member.type == "symlink":
                 links[_key(member.name)] = _key(
@@ -109,6 +116,10 @@ def analyse_daemon_image(
                 )
     except TarError as exc:
         raise ImageError(f"docker-daemon:{name}: the saved image is corrupt ({exc})") from None
+    except (docker.errors.DockerException, OSError) as exc:  # the stream broke (daemon gone, API error)
+        raise ImageError(
+            f"docker-daemon:{name}: reading the saved image failed ({exc.__class__.__name__})"
+        ) from None
     manifest = documents.get("manifest.json")
     if not isinstance(manifest, list) or not manifest or not isinstance(manifest[0], dict):
         raise ImageError(f"docker-daemon:{name}: the saved image has no manifest.json")
@@ -116,8 +127,10 @@ def analyse_daemon_image(
     config = documents.get(_key(str(entry.get("Config", ""))))
     if not isinstance(config, dict):
         raise ImageError(f"docker-daemon:{name}: the saved image has no config")
-    layer_names = [_resolve(_key(str(n)), links) for n in entry.get("Layers") or []]
-    diff_ids = (config.get("rootfs") or {}).get("diff_ids") or []
+    config = sanitize_config(config, f"docker-daemon:{name}")
+    listed = entry.get("Layers")
+    layer_names = [_resolve(_key(str(n)), links) for n in (listed if isinstance(listed, list) else [])]
+    diff_ids = config["rootfs"]["diff_ids"]
     layers = [
         Layer(
             i,
@@ -134,9 +147,9 @@ def analyse_daemon_image(
         manifest=entry,
         config=config,
         layers=layers,
-        platform=f"{config.get('os', '?')}/{config.get('architecture', '?')}",
+        platform=platform_of(config),
     )
-    history = [h for h in config.get("history") or [] if isinstance(h, dict) and not h.get("empty_layer")]
+    history = [h for h in config["history"] if not h.get("empty_layer")]
     result = Analysis(info, [], history=history)
     ordered: list[LayerScan] = []
     for index, layer_name in enumerate(layer_names):

@@ -21,7 +21,20 @@ from pathlib import Path
 from typing import Any, BinaryIO
 from urllib.parse import urlencode, urljoin, urlparse
 
-from .sources import INDEX_TYPES, ImageData, ImageError, Layer, decompress
+from .sources import (
+    INDEX_TYPES,
+    ImageData,
+    ImageError,
+    Layer,
+    _check_digest,
+    _shown,
+    _Verifying,
+    decompress,
+    layers_from,
+    platform_of,
+    sanitize_config,
+)
+from .tarscan import DEFAULT_LIMITS, Limits
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -30,7 +43,10 @@ MANIFEST_TYPES = (
     "application/vnd.docker.distribution.manifest.v2+json",
 )
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
-MAX_RETRY_AFTER = 30.0
+MAX_RETRY_AFTER = 30.0  # a longer Retry-After is reported, not waited for
+MAX_RETRIES = 2  # after a 429 or a 5xx
+RETRY_DELAY = 0.5  # seconds before retrying a 5xx (doubled each time)
+_TOKEN_RE = re.compile(r"^[\x21-\x7e]{1,16384}$")  # a token is printable ASCII without blanks
 DOCKER_HUB_HOST = "registry-1.docker.io"
 
 
@@ -76,9 +92,16 @@ def _helper(helper: str, host: str) -> Credentials | None:
         data = json.loads(proc.stdout)
     except ValueError:
         raise ImageError(f"credential helper docker-credential-{helper} returned no JSON") from None
-    if not data.get("Secret"):
+    if not isinstance(data, dict) or not data.get("Secret"):
         return None
     return Credentials(str(data.get("Username", "")), str(data["Secret"]))
+
+
+def _safe_helper(name: Any, path: Path) -> str:
+    """A credential helper name runs docker-credential-NAME from PATH: a plain name only."""
+    if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9._-]{1,64}$", name):
+        raise ImageError(f"{path}: a credential helper name is not a plain name")
+    return name
 
 
 def docker_config_credentials(host: str) -> Credentials | None:
@@ -86,28 +109,33 @@ def docker_config_credentials(host: str) -> Credentials | None:
     path = _config_dir() / "config.json"
     try:
         config = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(config, dict):
         return None
     keys = [host]
     if host in (DOCKER_HUB_HOST, "docker.io", "index.docker.io"):
         keys = ["https://index.docker.io/v1/", "index.docker.io", "docker.io", DOCKER_HUB_HOST]
-    helpers = config.get("credHelpers") or {}
+    helpers = config.get("credHelpers")
+    helpers = helpers if isinstance(helpers, dict) else {}
     for key in keys:
         if key in helpers:
-            return _helper(str(helpers[key]), key)
-    auths = config.get("auths") or {}
+            return _helper(_safe_helper(helpers[key], path), key)
+    auths = config.get("auths")
+    auths = auths if isinstance(auths, dict) else {}
     for key in keys + [f"https://{k}" for k in keys]:
         entry = auths.get(key)
         if isinstance(entry, dict) and entry.get("auth"):
             try:
-                user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
+                user, _, password = base64.b64decode(str(entry["auth"])).decode().partition(":")
             except (ValueError, UnicodeDecodeError):
-                raise ImageError(f"{path}: the auth entry for {key} is not valid base64") from None
+                # the message names the registry, never a byte of the entry
+                raise ImageError(f"{path}: the auth entry for {_shown(key)} is not valid base64") from None
             return Credentials(user, password)
     store = config.get("credsStore")
     if store:
         for key in keys:
-            found = _helper(str(store), key)
+            found = _helper(_safe_helper(store, path), key)
             if found:
                 return found
     return None
@@ -134,6 +162,7 @@ class RegistryClient:
     insecure_http: bool = False
     bytes_received: int = 0
     _token: str | None = field(default=None, repr=False)
+    _basic: str | None = field(default=None, repr=False)
     _verify: bool | str = field(default=True, repr=False)
     _session: Any = field(default=None, repr=False)
 
@@ -153,53 +182,78 @@ class RegistryClient:
     def _auth_header(self) -> dict[str, str]:
         if self._token:
             return {"Authorization": f"Bearer {self._token}"}
+        if self._basic:
+            return {"Authorization": self._basic}
         return {}
 
     def request(self, path: str, accept: tuple[str, ...] = (), stream: bool = False) -> Any:
-        import requests
-
+        """GET a registry path: auth, bounded retries (429 within Retry-After's bound, 5xx),
+        redirects without Authorization to another host. Every failure is one ImageError line
+        that names no credential (exceptions are raised ``from None``: no chained details)."""
         url = f"{self.base}/{path}"
-        retries_left = 2
+        retries_left = MAX_RETRIES
+        delay = RETRY_DELAY
         authenticated = False
         while True:
             headers = {"Accept": ", ".join(accept)} if accept else {}
             headers.update(self._auth_header())
-            try:
-                response = self._follow(url, headers, stream)
-            except requests.exceptions.SSLError:
-                raise ImageError(
-                    f"{self.host}: TLS verification failed (use --ca-cert FILE or --tls-verify=false)"
-                ) from None
-            except requests.exceptions.Timeout:
-                raise ImageError(f"{self.host}: no answer within {self.timeout:g} s") from None
-            except requests.exceptions.ConnectionError as exc:
-                reason = (
-                    "cannot resolve the host name"
-                    if "resolve" in str(exc).lower() or "name or service" in str(exc).lower()
-                    else "connection failed"
-                )
-                raise ImageError(f"{self.host}: {reason}") from None
+            response = self._get(url, headers, stream)
             status = response.status_code
             if status == 401 and not authenticated:
                 authenticated = True
-                self._authenticate(response.headers.get("WWW-Authenticate", ""))
+                challenge = response.headers.get("WWW-Authenticate", "")
+                response.close()
+                self._authenticate(challenge)
                 continue
             if status == 429 and retries_left > 0:
-                wait = _retry_after(response.headers.get("Retry-After"))
+                retry_after = response.headers.get("Retry-After")
+                response.close()
+                wait = _retry_after(retry_after)
                 if wait is None or wait > MAX_RETRY_AFTER:
                     raise ImageError(
-                        f"{self.host}: rate limited (429); retry after {response.headers.get('Retry-After', 'a while')}"
+                        f"{self.host}: rate limited (429); retry after {_shown(retry_after or 'a while')}"
                     )
                 retries_left -= 1
                 time.sleep(wait)
                 continue
             if status >= 500 and retries_left > 0:
+                response.close()
                 retries_left -= 1
-                time.sleep(0.5)
+                time.sleep(delay)
+                delay *= 2
                 continue
             if status == 200:
                 return response
+            response.close()
             raise ImageError(self._status_message(status, path, response))
+
+    def _get(self, url: str, headers: dict[str, str], stream: bool) -> Any:
+        import requests
+
+        try:
+            return self._follow(url, headers, stream)
+        except requests.exceptions.SSLError:
+            raise ImageError(
+                f"{self.host}: TLS verification failed (use --ca-cert FILE or --tls-verify=false)"
+            ) from None
+        except requests.exceptions.Timeout:
+            raise ImageError(f"{self.host}: no answer within {self.timeout:g} s") from None
+        except requests.exceptions.ConnectionError as exc:
+            text = str(exc).lower()
+            reason = (
+                "cannot resolve the host name"
+                if "resolve" in text or "name or service" in text
+                else "connection failed"
+            )
+            raise ImageError(f"{self.host}: {reason}") from None
+        except requests.exceptions.RequestException as exc:
+            # InvalidHeader, InvalidURL, TooManyRedirects...: their messages may quote a header
+            # (a token) or a URL, so only the kind of error is shown
+            raise ImageError(f"{self.host}: request failed ({exc.__class__.__name__})") from None
+        except ImageError:
+            raise
+        except ValueError:  # requests parses a Location itself: `http://[bad` is "Invalid IPv6 URL"
+            raise ImageError(f"{self.host}: the registry answered with an invalid URL") from None
 
     def _follow(self, url: str, headers: dict[str, str], stream: bool) -> Any:
         origin = urlparse(url).netloc
@@ -213,10 +267,17 @@ class RegistryClient:
                 verify=self._verify,
             )
             if response.status_code in (301, 302, 303, 307, 308) and "Location" in response.headers:
-                url = urljoin(url, response.headers["Location"])
-                if urlparse(url).netloc != origin:
-                    headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
                 response.close()
+                try:
+                    url = urljoin(url, response.headers["Location"])
+                    target = urlparse(url)
+                except ValueError:  # `http://[bad`: "Invalid IPv6 URL"
+                    raise ImageError(f"{self.host}: redirected to an invalid URL") from None
+                if target.scheme not in ("http", "https"):
+                    raise ImageError(f"{self.host}: redirected to a non-HTTP URL")
+                if target.netloc != origin:
+                    # another host (a CDN, or anyone): the credentials stay with the registry
+                    headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
                 continue
             return response
         raise ImageError(f"{self.host}: too many redirects")
@@ -228,44 +289,98 @@ class RegistryClient:
                 raise ImageError(
                     f"{self.host}: authentication required (pass --creds USER:PASSWORD or docker login)"
                 )
+            # plain HTTP only where the user allowed it (loopback, or GPULINT_REGISTRY_HTTP=1)
             raw = f"{self.credentials.username}:{self.credentials.password}".encode()
             self._token = None
-            self._session.headers["Authorization"] = "Basic " + base64.b64encode(raw).decode()
+            self._basic = "Basic " + base64.b64encode(raw).decode()
             return
         if scheme == "bearer" and params.get("realm"):
-            query = {"service": params.get("service", "")}
-            if params.get("scope"):
-                query["scope"] = params["scope"]
-            else:
-                query["scope"] = f"repository:{self.repository}:pull"
-            auth = (self.credentials.username, self.credentials.password) if self.credentials else None
-            import requests
+            self._token = self._fetch_token(params)
+            return
+        raise ImageError(f"{self.host}: unsupported authentication scheme {_shown(scheme or '(none)')!r}")
 
-            try:
-                response = self._session.get(
-                    f"{params['realm']}?{urlencode(query)}",
-                    auth=auth,
-                    timeout=self.timeout,
-                    verify=self._verify,
-                )
-            except requests.exceptions.RequestException:
+    def _fetch_token(self, params: dict[str, str]) -> str:
+        import requests
+
+        try:
+            realm = urlparse(params["realm"])
+        except ValueError:
+            raise ImageError(f"{self.host}: the token realm is not an HTTP URL") from None
+        if realm.scheme not in ("http", "https") or not realm.netloc:
+            raise ImageError(f"{self.host}: the token realm is not an HTTP URL")
+        query = {"service": params.get("service", "")}
+        query["scope"] = params.get("scope") or f"repository:{self.repository}:pull"
+        auth = None
+        if self.credentials is not None:
+            # credentials go to the realm the registry names (auth.docker.io for Docker Hub), but
+            # never in clear text to a host other than the registry's own
+            if realm.scheme == "https" or realm.hostname == _hostname(self.host):
+                auth = (self.credentials.username, self.credentials.password)
+            else:
                 raise ImageError(
-                    f"{self.host}: the token server at {urlparse(params['realm']).netloc} did not answer"
-                ) from None
+                    f"{self.host}: refusing to send credentials over plain HTTP to the token server "
+                    f"{_shown(realm.netloc)}"
+                )
+        try:
+            response = self._session.get(
+                f"{params['realm']}?{urlencode(query)}",
+                auth=auth,
+                timeout=self.timeout,
+                verify=self._verify,
+                allow_redirects=False,
+                stream=True,
+            )
+        except (requests.exceptions.RequestException, ValueError):  # ValueError: a bad Location
+            raise ImageError(
+                f"{self.host}: the token server at {_shown(realm.netloc)} did not answer"
+            ) from None
+        try:
             if response.status_code != 200:
                 raise ImageError(
                     f"{self.host}: the token server refused the credentials ({response.status_code})"
                 )
-            try:
-                data = response.json()
-            except ValueError:
-                raise ImageError(f"{self.host}: the token server sent no JSON") from None
-            token = data.get("token") or data.get("access_token")
-            if not token:
-                raise ImageError(f"{self.host}: the token server sent no token")
-            self._token = str(token)
-            return
-        raise ImageError(f"{self.host}: unsupported authentication scheme {scheme or '(none)'!r}")
+            body = self._read_bounded(response, "the token server's answer")
+        finally:
+            response.close()
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            raise ImageError(f"{self.host}: the token server sent no JSON") from None
+        token = (data.get("token") or data.get("access_token")) if isinstance(data, dict) else None
+        if not isinstance(token, str) or not token:
+            raise ImageError(f"{self.host}: the token server sent no token")
+        if not _TOKEN_RE.match(token):  # a header value with a newline would be an injection
+            raise ImageError(f"{self.host}: the token server sent a malformed token")
+        return token
+
+    def _read_bounded(self, response: Any, what: str) -> bytes:
+        """A response body of at most MAX_MANIFEST_BYTES, read within the timeout as a whole
+        (a server that drips a byte a second never times out a single read)."""
+        import requests
+
+        length = response.headers.get("Content-Length")
+        if length and length.strip().isdigit() and int(length) > MAX_MANIFEST_BYTES:
+            raise ImageError(
+                f"{self.host}/{self.repository}: {what} is larger than {MAX_MANIFEST_BYTES} bytes"
+            )
+        deadline = time.monotonic() + self.timeout
+        chunks: list[bytes] = []
+        total = 0
+        try:
+            for chunk in response.iter_content(65536):
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > MAX_MANIFEST_BYTES:
+                    raise ImageError(
+                        f"{self.host}/{self.repository}: {what} is larger than {MAX_MANIFEST_BYTES} bytes"
+                    )
+                if time.monotonic() > deadline:
+                    raise ImageError(f"{self.host}: {what} did not arrive within {self.timeout:g} s")
+        except requests.exceptions.RequestException as exc:
+            if isinstance(exc, requests.exceptions.Timeout) or "timed out" in str(exc).lower():
+                raise ImageError(f"{self.host}: no answer within {self.timeout:g} s") from None
+            raise ImageError(f"{self.host}: the connection broke while reading {what}") from None
+        return b"".join(chunks)
 
     def _status_message(self, status: int, path: str, response: Any) -> str:
         what = "manifest" if path.startswith("manifests/") else "blob"
@@ -280,25 +395,28 @@ class RegistryClient:
         return f"{self.host}/{self.repository}: {what} request failed with HTTP {status}"
 
     def get_json(self, path: str, accept: tuple[str, ...] = ()) -> tuple[dict[str, Any], str, str | None]:
+        """A manifest or config: bounded in size and time; a blob or manifest asked for by
+        digest must hash to it (the registry is not trusted to serve what was asked)."""
         response = self.request(path, accept, stream=True)
         try:
-            body = b""
-            for chunk in response.iter_content(65536):
-                body += chunk
-                if len(body) > MAX_MANIFEST_BYTES:
-                    raise ImageError(
-                        f"{self.host}/{self.repository}: {path} is larger than {MAX_MANIFEST_BYTES} bytes"
-                    )
+            body = self._read_bounded(response, _shown(path))
         finally:
             response.close()
         self.bytes_received += len(body)
+        reference = path.split("/", 1)[1] if "/" in path else ""
+        if ":" in reference:
+            _check_digest(body, reference, f"{self.host}/{self.repository}: {_shown(path)}")
         try:
             data = json.loads(body)
-        except ValueError:
-            raise ImageError(f"{self.host}/{self.repository}: {path} is not valid JSON") from None
+        except (ValueError, RecursionError):
+            raise ImageError(f"{self.host}/{self.repository}: {_shown(path)} is not valid JSON") from None
         if not isinstance(data, dict):
-            raise ImageError(f"{self.host}/{self.repository}: {path} is not a JSON object")
-        return data, response.headers.get("Content-Type", ""), response.headers.get("Docker-Content-Digest")
+            raise ImageError(f"{self.host}/{self.repository}: {_shown(path)} is not a JSON object")
+        content_type = response.headers.get("Content-Type", "")
+        digest = response.headers.get("Docker-Content-Digest")
+        if digest is not None and not re.match(r"^[a-z0-9]+:[a-zA-Z0-9=_-]{1,256}$", digest):
+            digest = None
+        return data, content_type if isinstance(content_type, str) else "", digest
 
     def open_blob(self, digest: str) -> BinaryIO:
         response = self.request(f"blobs/{digest}", stream=True)
@@ -306,7 +424,15 @@ class RegistryClient:
 
         class _Body:
             def read(self, n: int = -1) -> bytes:
-                data: bytes = response.raw.read(n if n and n > 0 else 1 << 20, decode_content=False)
+                try:
+                    data: bytes = response.raw.read(n if n and n > 0 else 1 << 20, decode_content=False)
+                except OSError:
+                    raise
+                except Exception as exc:  # urllib3's ReadTimeoutError, ProtocolError...: one OSError
+                    timed_out = "timeout" in exc.__class__.__name__.lower() or "timed out" in str(exc)
+                    raise OSError(
+                        f"no data within {client.timeout:g} s" if timed_out else "the connection broke"
+                    ) from None
                 client.bytes_received += len(data)
                 return data
 
@@ -334,20 +460,53 @@ class _RawAdapter(io.RawIOBase):
 
 
 def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait: Retry-After as seconds or an HTTP date; None when it cannot be read."""
     if value is None:
         return 1.0
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            when = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:
+            return None
+        import datetime
+
+        seconds = (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+    if seconds != seconds:  # NaN
+        return None
+    return max(0.0, seconds)
+
+
+def _hostname(host: str) -> str | None:
+    try:
+        return urlparse(f"//{host}").hostname
     except ValueError:
         return None
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        name = urlparse(f"//{host}").hostname or ""
+    except ValueError:
+        return False
+    return name == "localhost" or name.startswith("127.") or name == "::1"
 
 
 class RegistryImage:
     """An image read from a registry: manifest and config always, layers only when asked."""
 
-    def __init__(self, data: ImageData, client: RegistryClient) -> None:
+    def __init__(
+        self, data: ImageData, client: RegistryClient, verify: bool = False, limits: Limits = DEFAULT_LIMITS
+    ) -> None:
         self.data = data
         self.client = client
+        self.verify = verify
+        self.limits = limits
 
     def __enter__(self) -> RegistryImage:
         return self
@@ -358,7 +517,12 @@ class RegistryImage:
     def open_layer(self, layer: Layer) -> BinaryIO:
         if layer.digest is None:
             raise ImageError(f"{self.data.source}: layer {layer.index + 1} has no digest")
-        return decompress(self.client.open_blob(layer.digest), f"layer {layer.index + 1}")
+        raw: BinaryIO = self.client.open_blob(layer.digest)
+        if self.verify:
+            raw = io.BufferedReader(
+                _Verifying(raw, layer.digest, f"layer {layer.index + 1}"), buffer_size=1 << 20
+            )
+        return decompress(raw, f"layer {layer.index + 1}")
 
 
 def open_registry_image(
@@ -368,6 +532,8 @@ def open_registry_image(
     tls_verify: bool = True,
     ca_cert: str | None = None,
     timeout: float = 30.0,
+    verify: bool = False,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> RegistryImage:
     host, repository, reference = parse_reference(source)
     credentials = None
@@ -378,64 +544,88 @@ def open_registry_image(
         credentials = Credentials(user, password)
     else:
         credentials = docker_config_credentials(host)
-    insecure = not tls_verify and (
-        host.startswith(("localhost", "127.")) or os.environ.get("GPULINT_REGISTRY_HTTP") == "1"
-    )
+    # plain HTTP only with --no-tls-verify, and only to this machine (or when the user says so)
+    insecure = not tls_verify and (_is_loopback(host) or os.environ.get("GPULINT_REGISTRY_HTTP") == "1")
     client = RegistryClient(
         host, repository, credentials, tls_verify, ca_cert, timeout, insecure_http=insecure
     )
+    try:
+        return _open(client, source, host, repository, reference, platform, verify, limits)
+    except BaseException:
+        client._session.close()
+        raise
+
+
+def _open(
+    client: RegistryClient,
+    source: str,
+    host: str,
+    repository: str,
+    reference: str,
+    platform: str,
+    verify: bool,
+    limits: Limits,
+) -> RegistryImage:
     manifest, media_type, digest = client.get_json(f"manifests/{reference}", MANIFEST_TYPES)
-    media_type = manifest.get("mediaType") or media_type
+    declared = manifest.get("mediaType")
+    media_type = declared if isinstance(declared, str) and declared else media_type
     if media_type in INDEX_TYPES or "manifests" in manifest:
         want_os, _, rest = platform.partition("/")
         want_arch, _, want_variant = rest.partition("/")
-        choices = [m for m in manifest.get("manifests") or [] if isinstance(m, dict)]
+        listed = manifest.get("manifests")
+        choices = [
+            m
+            for m in (listed if isinstance(listed, list) else [])
+            if isinstance(m, dict) and isinstance(m.get("digest"), str)
+        ]
+
+        def platform_field(m: dict[str, Any], key: str) -> Any:
+            value = m.get("platform")
+            return value.get(key) if isinstance(value, dict) else None
+
         chosen = next(
             (
                 m
                 for m in choices
-                if (m.get("platform") or {}).get("os") == want_os
-                and (m.get("platform") or {}).get("architecture") == want_arch
-                and (not want_variant or (m.get("platform") or {}).get("variant") == want_variant)
+                if platform_field(m, "os") == want_os
+                and platform_field(m, "architecture") == want_arch
+                and (not want_variant or platform_field(m, "variant") == want_variant)
             ),
             None,
         )
         if chosen is None:
             found = ", ".join(
-                f"{(m.get('platform') or {}).get('os')}/{(m.get('platform') or {}).get('architecture')}"
-                for m in choices
+                _shown(f"{platform_field(m, 'os')}/{platform_field(m, 'architecture')}") for m in choices[:10]
             )
             raise ImageError(f"{source}: no {platform} image in the index (found {found}); use --platform")
-        digest = str(chosen["digest"])
+        digest = chosen["digest"]
+        if not re.match(r"^[a-z0-9]+:[a-zA-Z0-9=_-]{1,256}$", digest):
+            raise ImageError(f"{source}: the index names a bad digest")
         manifest, _, _ = client.get_json(f"manifests/{digest}", MANIFEST_TYPES)
+        if "manifests" in manifest:  # an index inside an index: not followed (a loop, or hostile)
+            raise ImageError(f"{source}: an image index points at another index")
     if manifest.get("schemaVersion") == 1:
         raise ImageError(
             f"{source}: a schema 1 manifest (deprecated); push the image again with a current client"
         )
-    config_desc = manifest.get("config") or {}
-    if "digest" not in config_desc:
+    config_desc = manifest.get("config")
+    config_digest = config_desc.get("digest") if isinstance(config_desc, dict) else None
+    if not isinstance(config_digest, str) or not re.match(
+        r"^[a-z0-9]+:[a-zA-Z0-9=_-]{1,256}$", config_digest
+    ):
         raise ImageError(f"{source}: the manifest has no config")
-    config, _, _ = client.get_json(f"blobs/{config_desc['digest']}")
-    diff_ids = (config.get("rootfs") or {}).get("diff_ids") or []
-    layers = [
-        Layer(
-            i,
-            d.get("digest"),
-            str(d.get("mediaType", "")),
-            d.get("size"),
-            diff_ids[i] if i < len(diff_ids) else None,
-        )
-        for i, d in enumerate(manifest.get("layers") or [])
-    ]
+    raw_config, _, _ = client.get_json(f"blobs/{config_digest}")
+    config = sanitize_config(raw_config, source)
+    layers = layers_from(manifest, config, source)
     data = ImageData(
         source=source,
         reference=f"{host}/{repository}:{reference}"
-        if not reference.startswith("sha256:")
+        if ":" not in reference
         else f"{host}/{repository}@{reference}",
         digest=digest,
         manifest=manifest,
         config=config,
         layers=layers,
-        platform=f"{config.get('os', '?')}/{config.get('architecture', '?')}",
+        platform=platform_of(config),
     )
-    return RegistryImage(data, client)
+    return RegistryImage(data, client, verify, limits)
