@@ -17,6 +17,7 @@ from gpulint.config import Config
 from gpulint.image.analysis import analyse
 from gpulint.image.checks import image_findings
 from gpulint.image.sources import open_image
+from podman_support import podman_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,24 +45,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str
     context = work / "ctx"
     shutil.copytree(FIXTURE, context)
     shutil.copy(busybox, context / "busybox")
-    (work / "storage.conf").write_text(
-        f'[storage]\ndriver = "vfs"\ngraphroot = "{work}/storage"\nrunroot = "{work}/runroot"\n'
-    )
-    (work / "containers.conf").write_text(
-        "[containers]\n"
-        'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n'
-        'netns = "host"\n'
-        "[engine]\n"
-        'runtime = "runc"\n'
-        'cgroup_manager = "cgroupfs"\n'
-        'events_logger = "file"\n'
-        f'events_logfile_path = "{work}/events.log"\n'
-    )
-    env = dict(
-        os.environ,
-        CONTAINERS_STORAGE_CONF=str(work / "storage.conf"),
-        CONTAINERS_CONF=str(work / "containers.conf"),
-    )
+    env = podman_env(work)
 
     def run(*args: str) -> None:
         proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=False)

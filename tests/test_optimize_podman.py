@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import require_tool
 from gpulint import lint_text
+from podman_support import podman_env
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,24 +42,7 @@ def _gpulint(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess
 
 class Podman:
     def __init__(self, work: Path) -> None:
-        (work / "storage.conf").write_text(
-            f'[storage]\ndriver = "vfs"\ngraphroot = "{work}/storage"\nrunroot = "{work}/runroot"\n'
-        )
-        (work / "containers.conf").write_text(
-            "[containers]\n"
-            'default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]\n'
-            'netns = "host"\n'
-            "[engine]\n"
-            'runtime = "runc"\n'
-            'cgroup_manager = "cgroupfs"\n'
-            'events_logger = "file"\n'
-            f'events_logfile_path = "{work}/events.log"\n'
-        )
-        self.env = dict(
-            os.environ,
-            CONTAINERS_STORAGE_CONF=str(work / "storage.conf"),
-            CONTAINERS_CONF=str(work / "containers.conf"),
-        )
+        self.env = podman_env(work)
 
     def __call__(self, *args: str) -> str:
         proc = subprocess.run(
