@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit integration bench fuzz atheris clean
+.PHONY: demo test lint typecheck unit integration bench fuzz atheris realworld clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ bench:
 	rm -rf $(BENCH_VENV) && $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench]'
 	$(BENCH_VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
+
+## Accuracy on the real-world corpus (fixtures/realworld/README.md): lint the cached files,
+## diff against the verdicts, precision per rule and recall per category.
+realworld: $(STAMP)
+	$(BIN)/python benchmarks/realworld.py --json build/realworld-report.json $(REALWORLD_ARGS)
 
 ## The large fuzz job (issue #9): >= 100k generated inputs over tests/test_fuzz_*.py (the normal
 ## suite runs 40 per test). Counts per target go to build/fuzz-counts.json.
