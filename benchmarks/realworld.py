@@ -162,7 +162,17 @@ def lint(paths: list[Path]) -> dict[str, list[dict[str, Any]]]:
     for start in range(0, len(paths), BATCH):
         batch = [str(p) for p in paths[start : start + BATCH]]
         proc = subprocess.run(
-            [sys.executable, "-m", "gpulint", "--no-config", "--format", "json", "--fail-on", "never", *batch],
+            [
+                sys.executable,
+                "-m",
+                "gpulint",
+                "--no-config",
+                "--format",
+                "json",
+                "--fail-on",
+                "never",
+                *batch,
+            ],
             capture_output=True,
             text=True,
             check=False,
@@ -174,7 +184,9 @@ def lint(paths: list[Path]) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def compare(source: Source, findings: list[dict[str, Any]], verdicts: list[Verdict], missed: list[Missed]) -> FileResult:
+def compare(
+    source: Source, findings: list[dict[str, Any]], verdicts: list[Verdict], missed: list[Missed]
+) -> FileResult:
     """Match findings to verdicts on (code, line), in order; the rest is unreviewed or vanished."""
     result = FileResult(source)
     pending: dict[tuple[str, int], list[Verdict]] = defaultdict(list)
@@ -195,7 +207,9 @@ def compare(source: Source, findings: list[dict[str, Any]], verdicts: list[Verdi
         for finding in result.unreviewed:
             if (finding["code"], finding["line"]) == (m.code, m.line):
                 result.unreviewed.remove(finding)
-                result.matched.append((finding, Verdict(m.code or "", m.line or 0, "", "tp", "labelled as missed")))
+                result.matched.append(
+                    (finding, Verdict(m.code or "", m.line or 0, "", "tp", "labelled as missed"))
+                )
                 break
     return result
 
@@ -255,8 +269,15 @@ def render(results: list[FileResult], missing: list[Source], markdown: bool) -> 
         *(("new", r.source.id, f) for r in results for f in r.unreviewed),
     ]
     gone = [(r.source.id, v) for r in results for v in r.vanished]
-    changed = [(r.source.id, f, v) for r in results for f, v in r.matched if v.severity and f["severity"] != v.severity]
-    lines.append(f"diff against the verdicts: {len(diff)} without a verdict, {len(gone)} vanished, {len(changed)} changed severity")
+    changed = [
+        (r.source.id, f, v)
+        for r in results
+        for f, v in r.matched
+        if v.severity and f["severity"] != v.severity
+    ]
+    lines.append(
+        f"diff against the verdicts: {len(diff)} without a verdict, {len(gone)} vanished, {len(changed)} changed severity"
+    )
     for _, fid, f in diff:
         lines.append(f"  + {fid}:{f['line']} {f['code']} {f['severity']}: {f['message'][:160]}")
     for fid, v in gone:
@@ -273,14 +294,20 @@ def render(results: list[FileResult], missing: list[Source], markdown: bool) -> 
         c = t.per_rule[code]
         prec = _pct(t.precision([code])[2])
         if markdown:
-            lines.append(f"| {code} | {c['tp']} | {c['fp']} | {c['debatable']} | {c['unreviewed']} | {prec} |")
+            lines.append(
+                f"| {code} | {c['tp']} | {c['fp']} | {c['debatable']} | {c['unreviewed']} | {prec} |"
+            )
         else:
-            lines.append(f"{code:8} {c['tp']:>4} {c['fp']:>4} {c['debatable']:>4} {c['unreviewed']:>4}  {prec}")
+            lines.append(
+                f"{code:8} {c['tp']:>4} {c['fp']:>4} {c['debatable']:>4} {c['unreviewed']:>4}  {prec}"
+            )
     gpu = [c for c in codes if is_gpu_rule(c)]
     for label, group in (("GPU rules", gpu), ("all rules", codes)):
         tp, fp, p = t.precision(group)
         lines.append(
-            f"| **{label}** | {tp} | {fp} | | | **{_pct(p)}** |" if markdown else f"{label}: precision {_pct(p)} ({tp} tp, {fp} fp)"
+            f"| **{label}** | {tp} | {fp} | | | **{_pct(p)}** |"
+            if markdown
+            else f"{label}: precision {_pct(p)} ({tp} tp, {fp} fp)"
         )
 
     cats = sorted(t.recall, key=lambda c: (c not in GPU_CATEGORIES, c))
@@ -290,11 +317,17 @@ def render(results: list[FileResult], missing: list[Source], markdown: bool) -> 
         lines += ["", f"{'category':18} {'found':>6} {'total':>6}  recall"]
     for cat in cats:
         found, total, r = t.recall_of([cat])
-        lines.append(f"| {cat} | {found} | {total} | {_pct(r)} |" if markdown else f"{cat:18} {found:>6} {total:>6}  {_pct(r)}")
+        lines.append(
+            f"| {cat} | {found} | {total} | {_pct(r)} |"
+            if markdown
+            else f"{cat:18} {found:>6} {total:>6}  {_pct(r)}"
+        )
     for label, group in (("GPU categories", [c for c in cats if c in GPU_CATEGORIES]), ("all", cats)):
         found, total, r = t.recall_of(group)
         lines.append(
-            f"| **{label}** | {found} | {total} | **{_pct(r)}** |" if markdown else f"{label}: recall {_pct(r)} ({found} of {total})"
+            f"| **{label}** | {found} | {total} | **{_pct(r)}** |"
+            if markdown
+            else f"{label}: recall {_pct(r)} ({found} of {total})"
         )
     return "\n".join(lines)
 
