@@ -21,6 +21,7 @@ from . import __version__
 from .config import (
     Config,
     ConfigError,
+    check_selection,
     find_config,
     load_config,
     parse_driver,
@@ -57,12 +58,13 @@ def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
 
 
 def _check_rule_names(option: str, names: Sequence[str]) -> None:
-    """Unknown rule names on the command line are a usage error (in config files: GL002)."""
-    from .rule import selector_known
+    """Unknown rule names are a usage error, as in config files."""
+    from .rule import unknown_selector
 
     for name in names:
-        if not selector_known(name):
-            raise UserError(f"{option}: unknown rule {name!r} (see `gpulint rules`)")
+        problem = unknown_selector(name)
+        if problem is not None:
+            raise UserError(f"{option}: {problem}")
 
 
 @click.command(
@@ -222,6 +224,7 @@ def lint_command(
             config = config.merged(ignore=config.ignore + cli_ignore)
         if severity_overrides:
             config = config.merged(severity={**config.severity, **severity_overrides})
+        check_selection(config, config.source or "--select/--ignore")
         return config
 
     finder = _ConfigFinder(fixed_config, stdin_filename)

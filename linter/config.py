@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -164,13 +165,14 @@ def config_from_mapping(data: dict[str, Any], source: str, text: str = "") -> Co
             )
     values: dict[str, Any] = {"source": source, "source_text": text}
     if "select" in data:
-        values["select"] = _str_list(data["select"], source, "select")
+        values["select"] = _rule_list(data["select"], source, "select")
     if "ignore" in data:
-        values["ignore"] = _str_list(data["ignore"], source, "ignore")
+        values["ignore"] = _rule_list(data["ignore"], source, "ignore")
     if "extend-select" in data:
-        values["extend_select"] = _str_list(data["extend-select"], source, "extend-select")
+        values["extend_select"] = _rule_list(data["extend-select"], source, "extend-select")
     if "severity" in data:
         values["severity"] = parse_severity_map(data["severity"], source)
+        _check_rules(list(values["severity"]), source, "severity")
     if "fail-on" in data:
         fail_on = data["fail-on"]
         if fail_on is False:  # YAML 1.1 reads a bare `no`/`off` as false
@@ -198,7 +200,7 @@ def config_from_mapping(data: dict[str, Any], source: str, text: str = "") -> Co
         if not isinstance(pfi, dict):
             raise ConfigError(f"{source}: per-file-ignores must map glob patterns to rule lists")
         values["per_file_ignores"] = {
-            str(k): _str_list(v, source, f"per-file-ignores.{k}") for k, v in pfi.items()
+            str(k): _rule_list(v, source, f"per-file-ignores.{k}") for k, v in pfi.items()
         }
     if "build-args" in data:
         args = data["build-args"]
@@ -218,6 +220,34 @@ def _closest(key: str) -> str | None:
 
     matches = difflib.get_close_matches(key.replace("_", "-"), KNOWN_KEYS, n=1)
     return matches[0] if matches else None
+
+
+def _rule_list(value: Any, source: str, key: str) -> tuple[str, ...]:
+    names = _str_list(value, source, key)
+    _check_rules(names, source, key)
+    return names
+
+
+def _check_rules(names: Sequence[str], source: str, key: str) -> None:
+    """A name that is no rule is an error: a typo in `select` must not switch every rule off."""
+    from .rule import unknown_selector
+
+    for name in names:
+        problem = unknown_selector(name)
+        if problem is not None:
+            raise ConfigError(f"{source}: {key}: {problem}")
+
+
+def check_selection(config: Config, where: str) -> None:
+    """A selection that enables no rule at all would pass every file: an error, not a silent pass."""
+    from .engine import enabled_rules
+
+    if not enabled_rules(config):
+        raise ConfigError(
+            f"{where}: the selection enables no rule "
+            f"(select: {', '.join(config.select or ()) or 'nothing'}; "
+            f"ignore: {', '.join(config.ignore) or 'nothing'}); `gpulint rules` lists them"
+        )
 
 
 def _str_list(value: Any, source: str, key: str) -> tuple[str, ...]:

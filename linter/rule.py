@@ -180,3 +180,21 @@ def matches(cls: type[Rule], selector: str) -> bool:
 
 def selector_known(selector: str) -> bool:
     return any(matches(cls, selector) for cls in all_rules())
+
+
+def unknown_selector(selector: str) -> str | None:
+    """None for a known code, prefix, slug or ALL; else "unknown rule 'X' (did you mean 'Y'?)".
+
+    The command line and the config say the same thing, so a typo reads the same in both.
+    """
+    if selector_known(selector):
+        return None
+    import difflib
+
+    rules = all_rules()
+    key = selector.strip()
+    names = [cls.code for cls in rules] + [cls.slug for cls in rules]
+    folded = {name.lower(): name for name in names}
+    close = difflib.get_close_matches(key.lower(), list(folded), n=1, cutoff=0.6)
+    hint = f" (did you mean {folded[close[0]]!r}?)" if close else " (see `gpulint rules`)"
+    return f"unknown rule {key!r}{hint}"

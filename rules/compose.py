@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from gpulint import data
-from gpulint.context import LintContext
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.gpubase import BaseInfo, classify, floating_tag_problem
 from gpulint.imageref import ImageRef, parse_image_ref
@@ -758,10 +757,3 @@ def _manifest_unknown_rules(rule: Rule, ctx: ManifestContext) -> Iterator[Findin
                     f"`#{text.rstrip()}` is not a gpulint pragma, so it suppresses nothing: write "
                     "`# gpulint: ignore=CODE[,CODE] -- reason` (or `ignore-file=`)",
                 )
-    # the config's unknown names: the Dockerfile rule's own check, on an empty Dockerfile
-    from gpulint.dockerfile import parse_dockerfile
-
-    empty = LintContext(path=ctx.path, dockerfile=parse_dockerfile("", path=ctx.path), config=ctx.config)
-    for finding in rule.check(empty):
-        if finding.path != ctx.path:
-            yield finding

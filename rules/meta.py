@@ -121,10 +121,12 @@ class UnknownRuleInIgnore(Rule):
     code = "GL002"
     slug = "unknown-rule-in-ignore"
     severity = Severity.WARNING
-    summary = "An inline ignore or the config names a rule that does not exist"
+    summary = "An inline ignore names a rule that does not exist, or is no pragma gpulint reads"
     what = """
-        Reports `# gpulint: ignore=...` pragmas and config `select`/`ignore`/`severity`
-        entries that name no rule (neither a code, a code prefix such as `GL5`, nor a slug).
+        Reports `# gpulint: ignore=...` pragmas that name no rule (neither a code, a
+        code prefix such as `GL5`, nor a slug), and comments that look like a pragma
+        but are not one gpulint reads. Unknown names in the config or on the command
+        line are not findings: they stop the run (exit 2).
     """
     why = """
         A typo in an ignore silently ignores nothing: the finding you meant to
@@ -158,22 +160,6 @@ class UnknownRuleInIgnore(Rule):
                     "`# gpulint: ignore=CODE[,CODE] -- reason` (or `ignore-file=`)",
                     line=line,
                 )
-        config = ctx.config
-        if config.source and config.source_text:
-            lines = config.source_text.splitlines()
-            names = [*(config.select or ()), *config.ignore, *config.extend_select, *config.severity]
-            for pattern_names in config.per_file_ignores.values():
-                names.extend(pattern_names)
-            for name in dict.fromkeys(names):
-                if not selector_known(name):
-                    word = re.compile(rf"(?<![\w-]){re.escape(name)}(?![\w-])")
-                    line = next((i + 1 for i, text in enumerate(lines) if word.search(text)), 1)
-                    yield self.finding(
-                        ctx,
-                        f"`{name}` in the config is not a gpulint rule",
-                        line=line,
-                        path=config.source,
-                    )
 
 
 @register

@@ -291,23 +291,96 @@ def test_exclude(project: Path, capsys: pytest.CaptureFixture[str], monkeypatch:
     assert run_json(["--force-exclude", named], capsys) == (0, [])
 
 
-# -- GL002 for unknown names in the config -------------------------------------------------
+# -- unknown names in the config: exit 2, one line, a suggestion -------------------------
+
+BAD_NAMES = [
+    (
+        "select: [devel-final-stag]\n",
+        "select: unknown rule 'devel-final-stag' (did you mean 'devel-final-stage'?)",
+    ),
+    ("select: [GL777]\n", "select: unknown rule 'GL777' (did you mean"),
+    ("select: GL101, GL1O2\n", "select: unknown rule 'GL1O2' (did you mean 'GL102'?)"),
+    (
+        "extend-select: [unused-ignor]\n",
+        "extend-select: unknown rule 'unused-ignor' (did you mean 'unused-ignore'?)",
+    ),
+    ("ignore: [GL5O3]\n", "ignore: unknown rule 'GL5O3' (did you mean 'GL503'?)"),
+    ("severity: {GL1010: error}\n", "severity: unknown rule 'GL1010' (did you mean 'GL101'?)"),
+    (
+        'per-file-ignores: {"*.Dockerfile": [unpined-framework]}\n',
+        "per-file-ignores.*.Dockerfile: unknown rule 'unpined-framework' (did you mean 'unpinned-framework'?)",
+    ),
+]
 
 
-def test_unknown_rule_in_config_is_gl002(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / ".gpulint.yaml").write_text(
-        "select: [GL101, GL002]\nignore: [no-such-rule]\nseverity: {GL9: error}\n"
-    )
+@pytest.mark.parametrize(("text", "message"), BAD_NAMES)
+def test_unknown_rule_in_any_config_key_is_exit_2(
+    project: Path, capsys: pytest.CaptureFixture[str], text: str, message: str
+) -> None:
+    (project / ".gpulint.yaml").write_text(text)
     (project / "Dockerfile").write_text(DEVEL_UNPINNED)
-    code, findings = run_json(["Dockerfile"], capsys)
-    assert code == 1
-    gl002 = sorted(
-        (str(f["path"]), int(str(f["line"])), str(f["message"])) for f in findings if f["code"] == "GL002"
+    with pytest.raises(SystemExit) as exc:
+        main(["Dockerfile"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith(f"gpulint: error: .gpulint.yaml: {message}"), err
+
+
+@pytest.mark.parametrize(("text", "message"), BAD_NAMES)
+def test_unknown_rule_in_pyproject_is_an_error(tmp_path: Path, text: str, message: str) -> None:
+    import yaml
+
+    data = yaml.safe_load(text)
+    with pytest.raises(ConfigError, match=r"^pyproject.toml: " + message.split(" (")[0]):
+        config_from_mapping(data, "pyproject.toml")
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("select: []\n", ".gpulint.yaml"),
+        ("ignore: [ALL]\n", ".gpulint.yaml"),
+        ("select: [GL1]\nignore: [GL1]\n", ".gpulint.yaml"),
+    ],
+)
+def test_a_selection_that_enables_no_rule_is_an_error(
+    project: Path, capsys: pytest.CaptureFixture[str], text: str, where: str
+) -> None:
+    (project / ".gpulint.yaml").write_text(text)
+    (project / "Dockerfile").write_text(DEVEL_UNPINNED)
+    with pytest.raises(SystemExit) as exc:
+        main(["Dockerfile"])
+    _, err = capsys.readouterr()
+    assert exc.value.code == 2
+    assert err.startswith(f"gpulint: error: {where}: the selection enables no rule"), err
+    assert err.count("\n") == 1
+
+
+def test_the_command_line_can_enable_what_the_config_leaves_off(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / ".gpulint.yaml").write_text("select: []\n")
+    (project / "Dockerfile").write_text(DEVEL_UNPINNED)
+    code, findings = run_json(["--extend-select", "GL101", "Dockerfile"], capsys)
+    assert code == 1 and codes_of(findings) == {"GL101"}
+    with pytest.raises(SystemExit) as exc:
+        main(["--no-config", "--select", "GL101", "--ignore", "devel-final-stage", "Dockerfile"])
+    assert exc.value.code == 2
+    assert "--select/--ignore: the selection enables no rule" in capsys.readouterr().err
+
+
+def test_unknown_rule_on_the_command_line_suggests_too(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "Dockerfile").write_text(DEVEL_UNPINNED)
+    with pytest.raises(SystemExit) as exc:
+        main(["--select", "devel-final-stag", "Dockerfile"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "gpulint: error: --select: unknown rule 'devel-final-stag' (did you mean 'devel-final-stage'?)\n"
     )
-    assert gl002 == [
-        (".gpulint.yaml", 2, "`no-such-rule` in the config is not a gpulint rule"),
-        (".gpulint.yaml", 3, "`GL9` in the config is not a gpulint rule"),
-    ]
 
 
 # -- selection semantics -------------------------------------------------------------------

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 from gpulint import lint_text
-from gpulint.config import Config, load_config
+from gpulint.config import Config
 from gpulint.finding import Severity
 from helpers import dockerfile, only, run, where
 
@@ -138,17 +137,6 @@ def test_malformed_pragma(comment: str) -> None:
 )
 def test_valid_pragmas_and_prose(comment: str) -> None:
     assert run(dockerfile(comment, FROM), "GL002") == []
-
-
-def test_unknown_rule_in_config_points_at_its_line(tmp_path: Path) -> None:
-    config_file = tmp_path / ".gpulint.yaml"
-    config_file.write_text("select: [devel-final-stage]\nignore: [final-stage]\nextend-select: [GL002]\n")
-    config = load_config(config_file)
-    found = [f for f in lint_text(dockerfile(FROM), config=config) if f.code == "GL002"]
-    # `final-stage` is no rule; line 1, where it is part of a slug, must not be taken for it
-    assert [(f.path, f.line, f.message) for f in found] == [
-        (str(config_file), 2, "`final-stage` in the config is not a gpulint rule")
-    ]
 
 
 # -- GL003 ---------------------------------------------------------------------------
