@@ -135,7 +135,9 @@ def _check_rule_names(option: str, names: Sequence[str]) -> None:
     help="Apply the config's exclude also to files named on the command line (for pre-commit).",
 )
 @click.option("--no-color", is_flag=True, help="No colours (also NO_COLOR=1).")
-@click.option("-q", "--quiet", is_flag=True, help="Only the summary line.")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Only the summary line (tty/plain; other formats stay whole)."
+)
 @click.option("--statistics", is_flag=True, help="Counts per rule instead of findings.")
 @click.option("--stdin-filename", default=None, help="Name to report for '-' (stdin).")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place, then report what is left.")
@@ -650,6 +652,9 @@ def _report_targets(ctx: click.Context, formats: Sequence[str], outputs: Sequenc
     return targets
 
 
+_HUMAN_FORMATS = ("tty", "plain")
+
+
 def _emit(
     report: Report,
     targets: list[_Target],
@@ -669,9 +674,10 @@ def _emit(
     for target in targets:
         if target.path is not None:
             continue
-        if statistics:
+        human = target.fmt in _HUMAN_FORMATS  # machine output is always the whole document
+        if statistics and human:
             click.echo(_statistics(report), nl=False, err=to_stderr)
-        elif quiet:
+        elif quiet and human:
             click.echo(_summary(report), err=to_stderr)
         else:
             color = stdout_tty and color_ok and target.fmt == "tty"

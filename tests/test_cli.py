@@ -537,6 +537,21 @@ def test_quiet_and_statistics(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and out.strip() == "no findings"
 
 
+@pytest.mark.parametrize("fmt", ["json", "sarif", "gitlab", "checkstyle", "junit", "github", "html"])
+@pytest.mark.parametrize("flag", ["-q", "--quiet", "--statistics"])
+def test_quiet_never_alters_machine_output(capsys: pytest.CaptureFixture[str], fmt: str, flag: str) -> None:
+    # `gpulint -q --format json . > r.json` must write the JSON document, not the human summary
+    args = ["--format", fmt, "--select", "GL101,GL201", str(BAD_EXAMPLE)]
+    code, whole, _ = run_main(args, capsys)
+    code_quiet, quiet, _ = run_main([flag, *args], capsys)
+    assert code == code_quiet == 1
+    assert quiet == whole
+    if fmt in ("json", "sarif", "gitlab"):
+        json.loads(quiet)
+    elif fmt in ("checkstyle", "junit"):
+        ET.fromstring(quiet)
+
+
 def test_plain_lint_does_not_import_rich_or_docker() -> None:
     probe = (
         "import sys\n"
