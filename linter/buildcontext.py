@@ -13,7 +13,7 @@ from .context import LintContext
 from .dockerfile import Instruction, Stage
 from .installers import Install, PackageSpec, _conda_spec, parse_pip_spec
 from .lazyre import lazy_re
-from .shell import Command, Word
+from .shell import Command, Word, environment_value
 
 MAX_REQUIREMENTS_BYTES = 1024 * 1024
 MAX_INCLUDE_DEPTH = 10
@@ -354,9 +354,7 @@ class PipSources:
 
 
 def _env(instr: Instruction, cmd: Command | None, name: str) -> str | None:
-    if cmd is not None and name in cmd.assignments:
-        return cmd.assignments[name]
-    return instr.scope.get(name)
+    return environment_value(cmd, instr.scope, name)
 
 
 def _within(root: Path, path: Path) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from . import data
 from .installers import Install, PackageSpec
 from .lazyre import lazy_re
+from .shell import environment_value
 
 # download.pytorch.org/whl/cu124, /whl/nightly/cu128, and find-links pages such as /whl/cu111/torch_stable.html
 _WHL_INDEX_RE = lazy_re(r"/whl/(?:nightly/|test/)?(cu\d{2,3}|cpu|rocm[\d.]+)(?:/|$)")
@@ -51,6 +52,7 @@ _INDEX_ENV = (
 def _env_indexes(install: Install, env: Mapping[str, str | None] | None) -> list[str]:
     """Index URLs set through the environment (``ENV PIP_INDEX_URL=...`` or ``PIP_INDEX_URL=... pip``)."""
     merged: dict[str, str | None] = dict(env or {})
+    merged.update(install.command.exported)
     merged.update(install.command.assignments)
     urls: list[str] = []
     for name in _INDEX_ENV:
@@ -81,7 +83,7 @@ def torch_variant(
             return Variant("rocm", None, f"+{local}", True)
     backend = install.options.get("--torch-backend")
     if not backend:
-        from_env = install.command.assignments.get("UV_TORCH_BACKEND") or (env or {}).get("UV_TORCH_BACKEND")
+        from_env = environment_value(install.command, env or {}, "UV_TORCH_BACKEND")
         backend = [from_env] if from_env and install.tool == "uv" else None
     if backend:
         value = backend[-1].lower()

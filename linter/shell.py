@@ -81,6 +81,9 @@ class Command:
     stdin_line: int = 0
     wrappers: list[str] = field(default_factory=list)
     position: tuple[int, int] = (0, 0)  # (row, column) in the script that was parsed
+    # variables an earlier `export V=...` of the same RUN put in the environment (None: unknown value)
+    exported: dict[str, str | None] = field(default_factory=dict)
+    unset: frozenset[str] = frozenset()  # variables an earlier `unset` of the same RUN removed
 
     @property
     def name(self) -> str:
@@ -101,6 +104,50 @@ _basename = functools.lru_cache(maxsize=4096)(os.path.basename)
 
 
 # -- public entry points ---------------------------------------------------
+
+
+def environment_value(cmd: Command | None, scope: Mapping[str, str | None], name: str) -> str | None:
+    """What the program of ``cmd`` finds under ``name`` in its environment: `NAME=x cmd` or
+    `env NAME=x cmd`, else an `export NAME=x` earlier in the same RUN, else ARG/ENV (``scope``).
+
+    A plain `NAME=x;` is a shell variable, not in the environment of later programs: not counted.
+    """
+    if cmd is not None:
+        if name in cmd.assignments:
+            return cmd.assignments[name]
+        if name in cmd.exported:
+            return cmd.exported[name]
+        if name in cmd.unset:
+            return None
+    return scope.get(name)
+
+
+class _Scope(dict[str, str | None]):
+    """The variables a script sees, and which of them it exported into the environment."""
+
+    def __init__(self, base: Mapping[str, str | None]) -> None:
+        super().__init__(base)
+        self.exported: dict[str, str | None] = dict(getattr(base, "exported", {}))
+        self.removed: set[str] = set(getattr(base, "removed", ()))
+
+    def export(self, name: str) -> None:
+        self.exported[name] = self.get(name)
+        self.removed.discard(name)
+
+    def unset(self, name: str) -> None:
+        self.pop(name, None)
+        self.exported.pop(name, None)
+        self.removed.add(name)
+
+
+def _note_environment(cmd: Command, scope: Mapping[str, str | None]) -> None:
+    """Record on ``cmd`` what the script exported and unset before it."""
+    exported: dict[str, str | None] = getattr(scope, "exported", {})
+    if exported:
+        cmd.exported = {name: scope.get(name) for name in exported}
+    removed: set[str] = getattr(scope, "removed", set())
+    if removed:
+        cmd.unset = frozenset(removed)
 
 
 def run_commands(instr: Instruction, shell_is_posix: bool = True) -> list[Command]:
@@ -215,7 +262,7 @@ def _parse_script(
     out: list[Command] = []
     try:
         # the script's own assignments (`V=1 && pip install torch==$V`) extend a copy of the scope
-        _walk(tree.root_node, data, pos, dict(scope), out)
+        _walk(tree.root_node, data, pos, _Scope(scope), out)
     except RecursionError:
         # `$($($(...)))` thousands deep: keep the commands found so far (the model is best effort)
         return out
@@ -308,8 +355,10 @@ def _walk(
         child, conditional = stack.pop()
         if child.type in ("command", "redirected_statement"):
             _walk(child, data, pos, scope, out)
-        elif child.type == "variable_assignment":  # `V=1;`, `export V=1`: later commands see V
+        elif child.type == "variable_assignment":  # `V=1;`: later commands see V
             _assign(child, data, scope, conditional)
+        elif child.type in ("declaration_command", "unset_command"):
+            _declare(child, data, scope, conditional)
         else:
             inside = conditional or child.type in _BRANCHING
             stack.extend((grandchild, inside) for grandchild in reversed(child.children))
@@ -325,6 +374,44 @@ def _assign(node: Any, data: bytes, scope: dict[str, str | None], conditional: b
     name, _, value = _text(node, data).partition("=")
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         scope[name] = None if conditional else _assigned_value(value, scope)
+
+
+def _declare(node: Any, data: bytes, scope: dict[str, str | None], conditional: bool) -> None:
+    """`export A=1 B`, `declare -x C=2`, `readonly D=3`, `unset A`: the scope and what is exported."""
+    children = node.children
+    keyword = children[0].type if children else ""
+    flags = [_text(c, data) for c in children if c.type == "word" and _text(c, data).startswith("-")]
+    if keyword == "unset":
+        if not any(f in ("-f",) for f in flags):
+            for child in children[1:]:
+                if child.type in ("variable_name", "word") and not _text(child, data).startswith("-"):
+                    _forget(scope, _text(child, data), conditional)
+        return
+    exports = (keyword == "export" and "-n" not in flags and "-f" not in flags) or (
+        keyword in ("declare", "typeset") and any(f.startswith("-") and "x" in f for f in flags)
+    )
+    for child in children[1:]:
+        if child.type == "variable_assignment":
+            _assign(child, data, scope, conditional)
+            name = _text(child, data).partition("=")[0].rstrip("+")
+        elif child.type == "variable_name":
+            name = _text(child, data)
+        else:
+            continue
+        if exports and isinstance(scope, _Scope) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            if conditional:
+                scope[name] = None
+            scope.export(name)
+
+
+def _forget(scope: dict[str, str | None], name: str, conditional: bool) -> None:
+    """`unset NAME`: gone (unknown, when it may or may not run)."""
+    if not isinstance(scope, _Scope):
+        scope.pop(name, None)
+    elif conditional:
+        scope[name] = None
+    else:
+        scope.unset(name)
 
 
 def _assigned_value(value: str, scope: Mapping[str, str | None]) -> str | None:
@@ -497,6 +584,7 @@ def _command(
     words = _split_fields(words)
     cmd = Command(words, line, end_line, _text(node, data), assignments=assignments, redirects=redirects)
     cmd.position = (node.start_point[0], node.start_point[1])
+    _note_environment(cmd, scope)
     return _finish(cmd)
 
 
@@ -910,7 +998,7 @@ def _fallback(
 ) -> list[Command]:
     """The simple commands of ``script`` without tree-sitter."""
     tokens = _Lexer(script).run()
-    scope = dict(scope)  # the script's own assignments extend a copy, as with tree-sitter
+    scope = _Scope(scope)  # the script's own assignments extend a copy, as with tree-sitter
     line_starts = [0] + [i + 1 for i, ch in enumerate(script) if ch == "\n"]
 
     def point(offset: int) -> tuple[int, int]:
@@ -966,6 +1054,21 @@ def _fallback_redirects(
     return out
 
 
+def _fallback_exports(keyword: str, operands: list[_Token], scope: _Scope, conditional: bool) -> None:
+    flags = [t.text for t in operands if t.text.startswith("-")]
+    if not (
+        (keyword == "export" and "-n" not in flags and "-f" not in flags)
+        or (keyword in ("declare", "typeset") and any("x" in f for f in flags))
+    ):
+        return
+    for token in operands:
+        name = token.text.partition("=")[0].rstrip("+")
+        if not token.text.startswith("-") and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            if conditional:
+                scope[name] = None
+            scope.export(name)
+
+
 def _fallback_command(
     tokens: list[_Token],
     script: str,
@@ -1017,6 +1120,15 @@ def _fallback_command(
         for token in assigned:
             name, _, value = token.raw.partition("=")
             scope[name.rstrip("+")] = None if conditional else _assigned_value(value, scope)
+        if words and not words[0].quoted and isinstance(scope, _Scope):
+            _fallback_exports(words[0].text, [t for t in tokens[1:] if t.kind == "word"], scope, conditional)
+        return nested
+    if words[0].text == "unset" and not words[0].quoted:
+        operands = [w.text for w in words[1:]]
+        if "-f" not in operands:
+            for name in operands:
+                if not name.startswith("-"):
+                    _forget(scope, name, conditional)
         return nested
     words = _split_fields(words)
     first, last = tokens[0], tokens[-1]
@@ -1030,6 +1142,7 @@ def _fallback_command(
         redirects=redirects,
     )
     cmd.position = (row, col)
+    _note_environment(cmd, scope)
     out = [_finish(cmd)]
     for heredoc in heredocs:
         if heredoc.body is None:

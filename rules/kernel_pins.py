@@ -26,7 +26,7 @@ from gpulint.rules.pinning import (
     pip_sources,
 )
 from gpulint.secrets import redact_secrets
-from gpulint.shell import Command
+from gpulint.shell import Command, environment_value
 
 _BRANCH_NAMES = frozenset(
     {"main", "master", "dev", "develop", "development", "nightly", "trunk", "stable", "latest", "head"}
@@ -128,7 +128,7 @@ def _constraint_files(
     uv `--override`, and `-c` lines inside its requirements files."""
     paths = list(install.constraint_files) + install.options.get("--override", [])
     env_name = "UV_CONSTRAINT" if install.tool == "uv" else "PIP_CONSTRAINT"
-    value = install.command.assignments.get(env_name) or instr.scope.get(env_name)
+    value = environment_value(install.command, instr.scope, env_name)
     if value:
         paths += value.split()
     out: list[RequirementsFile] = []
@@ -883,7 +883,7 @@ _ENV_INDEXES = (
 
 def _explicit_from_env(item: Located) -> str | None:
     """An index (or uv torch backend) set through the environment that names the variant."""
-    scope = {**item.instr.scope, **item.cmd.assignments}
+    scope = {**item.instr.scope, **item.cmd.exported, **item.cmd.assignments}
     backend = scope.get("UV_TORCH_BACKEND")
     if backend and item.install.tool == "uv":
         return f"UV_TORCH_BACKEND={backend}"

@@ -18,7 +18,7 @@ from gpulint.installers import UV_NO_CACHE_FLAGS, Install
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, make_fix, register
 from gpulint.rules.layering import _append_edit, _insert_after_word, cache_mount_targets, package_verb
-from gpulint.shell import Command
+from gpulint.shell import Command, environment_value
 
 _BUILD_TOOL_RE = lazy_re(
     r"^(build-essential|gcc(-\d+)?|g\+\+(-\d+)?|clang(-\d+)?|make|cmake|ninja-build|autoconf|automake|libtool"
@@ -153,7 +153,7 @@ def _conda_pkgs_mounted(instr: Instruction, cmd: Command) -> bool:
         return False
     pkgs_dirs = [*_CONDA_PKGS]
     for name in ("CONDA_PKGS_DIRS", "MAMBA_ROOT_PREFIX", "CONDA_PREFIX"):
-        value = cmd.assignments.get(name) or instr.scope.get(name)
+        value = environment_value(cmd, instr.scope, name)
         if value:
             pkgs_dirs.extend(v if name == "CONDA_PKGS_DIRS" else f"{v}/pkgs" for v in value.split(","))
     return any(
@@ -247,7 +247,7 @@ def _is_disabled(value: str | None) -> bool:
 
 
 def _cmd_env(instr: Instruction, cmd: Command, name: str) -> str | None:
-    return cmd.assignments.get(name) or instr.scope.get(name)
+    return environment_value(cmd, instr.scope, name)
 
 
 def _run_creates(ctx: LintContext, stage: Stage, instr: Instruction) -> list[Created]:

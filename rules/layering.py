@@ -12,7 +12,7 @@ from gpulint.finding import Edit, Finding, FixSafety, Severity
 from gpulint.installers import UV_NO_CACHE_FLAGS, Install
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, make_fix, register
-from gpulint.shell import SHELLS, Command, Word
+from gpulint.shell import SHELLS, Command, Word, environment_value
 
 APT_LISTS = "/var/lib/apt/lists"
 # what pip's and uv's env/config parsers accept as a boolean
@@ -245,7 +245,8 @@ class PipCacheKept(Rule):
     what = """
         Finds pip, `python -m pip`, `uv pip` and `uv sync` runs in the shipped stage
         that keep their cache: without `--no-cache-dir` (uv: `--no-cache`), without
-        `PIP_NO_CACHE_DIR` / `UV_NO_CACHE` in the environment (pip treats any value,
+        `PIP_NO_CACHE_DIR` / `UV_NO_CACHE` in the environment (ENV, ARG, or an
+        `export` earlier in the same RUN; pip treats any value,
         even `0`, as "no cache"; uv needs a true one), without a cache or tmpfs mount
         on the cache directory (`~/.cache/pip`, `~/.cache/uv`, `PIP_CACHE_DIR`,
         `UV_CACHE_DIR`, `XDG_CACHE_HOME`), without `pip config set
@@ -345,9 +346,7 @@ def _option_value(cmd: Command, option: str) -> str | None:
 
 
 def _env(instr: Instruction, cmd: Command, name: str) -> str | None:
-    if name in cmd.assignments:
-        return cmd.assignments[name]
-    return instr.scope.get(name)
+    return environment_value(cmd, instr.scope, name)
 
 
 def _cache_disabled(ctx: LintContext, stage: Stage, instr: Instruction, cmd: Command, is_uv: bool) -> bool:

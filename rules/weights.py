@@ -17,7 +17,7 @@ from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
 from gpulint.rules.layering import cache_mount_targets
 from gpulint.secrets import redact_secrets
-from gpulint.shell import Command
+from gpulint.shell import Command, environment_value
 
 # Python calls that fetch model weights (the call name, then the text of its arguments)
 _PY_CALL_RE = lazy_re(
@@ -320,7 +320,7 @@ def _downloads(
             env.get("OLLAMA_MODELS") or "/root/.ollama",
         )
         return
-    skip_smudge = (cmd.assignments.get("GIT_LFS_SKIP_SMUDGE") or env.get("GIT_LFS_SKIP_SMUDGE") or "") == "1"
+    skip_smudge = (environment_value(cmd, env, "GIT_LFS_SKIP_SMUDGE") or "") == "1"
     if name == "git" and "lfs" in values[:3] and "pull" in values[:4]:
         yield Download("git lfs pull", None, None, "")
         return

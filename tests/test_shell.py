@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from gpulint.dockerfile import parse_dockerfile
-from gpulint.shell import Command, parse_script, run_commands
+from gpulint.shell import Command, environment_value, parse_script, run_commands
 
 
 @pytest.fixture(params=["tree-sitter", "fallback"], autouse=True)
@@ -139,6 +139,26 @@ def test_quoted_words_are_unquoted() -> None:
 def test_declarations_and_bare_assignments_are_not_commands() -> None:
     cmds = commands("RUN export PATH=/x:$PATH && X=1 && echo $X\n")
     assert [located(c) for c in cmds] == [[("echo", 2, 36), ("1", 2, 41)]]  # but later commands see X
+
+
+def test_exports_reach_the_environment_of_later_commands() -> None:
+    # pip reads PIP_NO_CACHE_DIR from its environment: `export` puts it there, `V=1;` does not
+    cmds = commands(
+        "ENV PIP_CONSTRAINT=/c.txt\n"
+        "RUN export PIP_NO_CACHE_DIR=1 A && A=2 && B=3 && pip install x"
+        " && unset PIP_NO_CACHE_DIR PIP_CONSTRAINT && pip install y"
+        " && declare -x C=4 && export -n D=5 && if true; then export E=6; fi && pip install z\n"
+    )
+    x, y, true, z = cmds
+    assert environment_value(x, {}, "PIP_NO_CACHE_DIR") == "1"
+    assert environment_value(x, {}, "A") == "2"  # exported before it got its value
+    assert environment_value(x, {}, "B") is None  # a shell variable only
+    assert environment_value(y, {"PIP_CONSTRAINT": "/c.txt"}, "PIP_NO_CACHE_DIR") is None
+    assert environment_value(y, {"PIP_CONSTRAINT": "/c.txt"}, "PIP_CONSTRAINT") is None  # unset
+    assert true.name == "true"
+    assert environment_value(z, {}, "C") == "4"
+    assert environment_value(z, {}, "D") is None
+    assert "E" in z.exported and z.exported["E"] is None  # may or may not have run: unknown
 
 
 def test_script_assignments_and_field_splitting() -> None:
