@@ -160,6 +160,8 @@ class RequirementsFile:
     text: str
     specs: list[PackageSpec] = field(default_factory=list)
     constraint_files: list[RequirementsFile] = field(default_factory=list)
+    # `-c URL`, `-c ../outside.txt`: constraints pip applies that gpulint cannot read
+    unread_constraints: list[str] = field(default_factory=list)
 
 
 def _read_text(path: Path, seen: set[Path], depth: int) -> str | None:
@@ -244,14 +246,32 @@ def _add_requirement_line(
     if option not in ("-r", "--requirement", "-c", "--constraint") or not value:
         return
     display = posixpath.join(posixpath.dirname(result.display), value)
+    constraint = option in ("-c", "--constraint")
+    if constraint and _is_remote(value):
+        result.unread_constraints.append(value)
+        return
     child = read_requirements(result.path.parent / value, display, depth + 1, seen, root)
     if child is None:
+        if constraint and not _already_read(result.path.parent / value, seen):
+            result.unread_constraints.append(value)
         return
-    if option in ("-c", "--constraint"):
+    if constraint:
         result.constraint_files.append(child)
     else:
         result.specs.extend(child.specs)
         result.constraint_files.extend(child.constraint_files)
+    result.unread_constraints.extend(child.unread_constraints)
+
+
+def _is_remote(value: str) -> bool:
+    return "://" in value
+
+
+def _already_read(path: Path, seen: set[Path]) -> bool:
+    try:
+        return path.resolve() in seen
+    except (OSError, RuntimeError, ValueError):
+        return False
 
 
 # -- conda environment and spec files ----------------------------------------
@@ -351,6 +371,9 @@ class PipSources:
     constraint_pins: set[str]
     files: list[RequirementsFile]
     constraint_sources: dict[str, str] = field(default_factory=dict)  # name -> file that pins it
+    # constraints files the install applies that gpulint cannot read (a URL, a file outside the
+    # build context, one a RUN makes, a variable): what they pin is unknown
+    unread_constraints: list[str] = field(default_factory=list)
 
 
 def _env(instr: Instruction, cmd: Command | None, name: str) -> str | None:
@@ -398,15 +421,25 @@ def pip_sources(ctx: LintContext, stage: Stage, instr: Instruction, install: Ins
         if overrides:
             constraint_paths += overrides.split()
     cwd = cd_prefix(ctx, instr, install.command)
+    unread: list[str] = []
     for image_path, kind in [(p, "r") for p in install.requirement_files] + [
         (p, "c") for p in constraint_paths
     ]:
-        local = context_file_for(ctx, stage, instr, posixpath.join(cwd, image_path))
-        if local is None or not local.is_file():
-            continue
-        parsed = read_requirements(local, display_path(ctx, local), root=ctx.context_dir)
+        local = (
+            None
+            if _is_remote(image_path)
+            else context_file_for(ctx, stage, instr, posixpath.join(cwd, image_path))
+        )
+        parsed = (
+            read_requirements(local, display_path(ctx, local), root=ctx.context_dir)
+            if local is not None and local.is_file()
+            else None
+        )
         if parsed is None:
+            if kind == "c":
+                unread.append(image_path)
             continue
+        unread.extend(parsed.unread_constraints)
         if kind == "r":
             files.append(parsed)
             specs.extend(parsed.specs)
@@ -417,7 +450,7 @@ def pip_sources(ctx: LintContext, stage: Stage, instr: Instruction, install: Ins
     sources = {
         spec.name: cf.display for cf in constraint_files for spec in cf.specs if spec.name and spec.pinned
     }
-    return PipSources(specs, set(sources), files, sources)
+    return PipSources(specs, set(sources), files, sources, unread)
 
 
 def conda_files(ctx: LintContext, stage: Stage, instr: Instruction, cmd: Command) -> list[CondaFile]:

@@ -7,6 +7,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass, field
 
+from . import data
 from .lazyre import lazy_re
 from .reqparse import local_label, parse_requirement
 from .shell import Command, Word
@@ -21,60 +22,16 @@ _WHEEL_GLOB_RE = lazy_re(r"^(?P<name>[A-Za-z][A-Za-z0-9_.]*?)-?\*[^/]*\.whl$")
 _SPEC_PART_RE = lazy_re(r"^\s*[^\s\[<>=!~;@]+\s*(?:\[[^\]]*\])?\s*(?P<spec>[^@]*)$")
 _SDIST_RE = lazy_re(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<version>\d[^-]*)\.(?:tar\.gz|zip|tar\.bz2)$")
 
-PIP_VALUE_OPTIONS = frozenset(
-    [
-        "-r",
-        "--requirement",
-        "-c",
-        "--constraint",
-        "-e",
-        "--editable",
-        "-i",
-        "--index-url",
-        "--extra-index-url",
-        "-f",
-        "--find-links",
-        "-t",
-        "--target",
-        "--prefix",
-        "--root",
-        "--platform",
-        "--python-version",
-        "--implementation",
-        "--abi",
-        "--src",
-        "--upgrade-strategy",
-        "--progress-bar",
-        "--trusted-host",
-        "--cache-dir",
-        "--log",
-        "--proxy",
-        "--retries",
-        "--timeout",
-        "--exists-action",
-        "--cert",
-        "--client-cert",
-        "--global-option",
-        "--config-settings",
-        "-C",
-        "--no-binary",
-        "--only-binary",
-        "--report",
-        "--python",
-        "--index-strategy",
-        "--extra",
-        "-p",
-        "--group",
-        "--keyring-provider",
-        "--resolution",
-        "--prerelease",
-        "--torch-backend",
-        "--build-constraint",
-        "--override",
-        "-o",
-        "--output-file",
-    ]
-)
+# which options take a value: pip's and uv's own option tables (rules/data/installers.yaml)
+_OPTION_TABLES = data.load("installers")
+_PIP_VALUES = frozenset(_OPTION_TABLES["pip"]["value"]) | frozenset(_OPTION_TABLES["pip"]["removed_value"])
+_UV_TABLES = {
+    command: (frozenset(table["value"]), frozenset(table["flag"]))
+    for command, table in _OPTION_TABLES["uv"].items()
+    if command != "global_value"
+}
+# pip's options with a value, and those of `uv pip install` (for code that reads either)
+PIP_VALUE_OPTIONS = _PIP_VALUES | _UV_TABLES["pip install"][0]
 APT_VALUE_OPTIONS = frozenset(
     {"-o", "--option", "-t", "--target-release", "-c", "--config-file", "--default-release"}
 )
@@ -191,29 +148,21 @@ def parse_install(cmd: Command) -> Install | None:
             index += 2 if args[index].value in UV_GLOBAL_VALUE_OPTIONS else 1
         rest = args[index:]
         global_options = args[:index]
-        if len(rest) >= 2 and rest[0].value == "pip":
-            return _pip(cmd, [*rest[1:2], *global_options, *rest[2:]], tool="uv")
+        if len(rest) >= 2 and rest[0].value == "pip" and rest[1].value in ("install", "sync"):
+            values = _UV_TABLES[f"pip {rest[1].value}"][0]
+            return _pip(cmd, [*rest[1:2], *global_options, *rest[2:]], tool="uv", value_options=values)
         if rest and rest[0].value == "add":
             verb = Word("install", "install", rest[0].line, rest[0].column)
-            return _pip(cmd, [verb, *global_options, *rest[1:]], tool="uv")
+            return _pip(
+                cmd, [verb, *global_options, *rest[1:]], tool="uv", value_options=_UV_TABLES["add"][0]
+            )
     return None
 
 
 # uv's flags that turn its cache off: --no-cache, -n, and pip's spelling as an alias (uv's CacheArgs)
 UV_NO_CACHE_FLAGS = ("--no-cache", "-n", "--no-cache-dir")
 
-UV_GLOBAL_VALUE_OPTIONS = frozenset(
-    {
-        "--cache-dir",
-        "--directory",
-        "--project",
-        "--config-file",
-        "--color",
-        "--python",
-        "-p",
-        "--allow-insecure-host",
-    }
-)
+UV_GLOBAL_VALUE_OPTIONS = frozenset(_OPTION_TABLES["uv"]["global_value"])
 
 
 def _is_pip(name: str) -> bool:
@@ -384,76 +333,15 @@ def _conda_spec(word: Word) -> PackageSpec:
     )
 
 
-# pip's long options (pip install and the general ones). pip, through optparse, accepts any
-# unambiguous prefix of them: `--no-cache` is `--no-cache-dir` (huggingface/transformers uses it).
-PIP_LONG_OPTIONS = tuple(
-    [
-        "--no-cache-dir",
-        "--no-deps",
-        "--no-build-isolation",
-        "--no-binary",
-        "--no-index",
-        "--no-clean",
-        "--no-compile",
-        "--no-warn-script-location",
-        "--no-warn-conflicts",
-        "--no-input",
-        "--no-color",
-        "--no-python-version-warning",
-        "--no-use-pep517",
-        "--index-url",
-        "--extra-index-url",
-        "--find-links",
-        "--requirement",
-        "--constraint",
-        "--editable",
-        "--upgrade",
-        "--upgrade-strategy",
-        "--force-reinstall",
-        "--ignore-installed",
-        "--ignore-requires-python",
-        "--user",
-        "--target",
-        "--prefix",
-        "--root",
-        "--pre",
-        "--only-binary",
-        "--prefer-binary",
-        "--require-hashes",
-        "--progress-bar",
-        "--cache-dir",
-        "--disable-pip-version-check",
-        "--quiet",
-        "--verbose",
-        "--trusted-host",
-        "--break-system-packages",
-        "--config-settings",
-        "--global-option",
-        "--report",
-        "--dry-run",
-        "--src",
-        "--exists-action",
-        "--timeout",
-        "--retries",
-        "--proxy",
-        "--isolated",
-        "--log",
-        "--cert",
-        "--client-cert",
-        "--platform",
-        "--python-version",
-        "--implementation",
-        "--abi",
-        "--root-user-action",
-        "--use-pep517",
-        "--check-build-dependencies",
-        "--use-feature",
-        "--use-deprecated",
-        "--compile",
-        "--keyring-provider",
-        "--require-virtualenv",
-        "--python",
-    ]
+# pip's long options (install, download, wheel and the general ones). pip, through optparse, accepts
+# any unambiguous prefix of them: `--no-cache` is `--no-cache-dir` (huggingface/transformers uses it).
+PIP_LONG_OPTIONS: tuple[str, ...] = tuple(
+    sorted(
+        str(o)
+        for key in ("value", "flag", "removed_value", "removed_flag")
+        for o in _OPTION_TABLES["pip"].get(key, [])
+        if str(o).startswith("--")
+    )
 )
 
 
@@ -467,7 +355,9 @@ def _expand_pip_prefix(option: str) -> str:
     return option
 
 
-def _pip(cmd: Command, words: list[Word], tool: str | None = None) -> Install | None:
+def _pip(
+    cmd: Command, words: list[Word], tool: str | None = None, value_options: frozenset[str] = _PIP_VALUES
+) -> Install | None:
     if tool != "uv":
         words = [
             Word(
@@ -483,7 +373,9 @@ def _pip(cmd: Command, words: list[Word], tool: str | None = None) -> Install | 
             else w
             for w in words
         ]
-    options, positional = _split_options(words, PIP_VALUE_OPTIONS)
+    if tool == "uv":
+        value_options = value_options | UV_GLOBAL_VALUE_OPTIONS  # `uv --cache-dir /c pip install`
+    options, positional = _split_options(words, value_options)
     if not positional or positional[0].value not in ("install", "sync"):
         return None
     install = Install("pip", tool or cmd.name, cmd, options=options)

@@ -119,6 +119,7 @@ class Located:
     file_index_urls: list[str] = field(
         default_factory=list
     )  # -i/--extra-index-url/-f of its requirements file
+    unread_constraints: list[str] = field(default_factory=list)  # constraints files it cannot read
 
 
 def _constraint_files(
@@ -181,7 +182,7 @@ def pip_specs(ctx: LintContext, stage: Stage) -> list[Located]:
                 texts[spec.source] = _read_small_text(spec.source)
         urls = [m.group("url") for text in texts.values() for m in _INDEX_OPTION_RE.finditer(text)]
         for spec in sources.specs:
-            out.append(Located(spec, install, instr, cmd, constraints, urls))
+            out.append(Located(spec, install, instr, cmd, constraints, urls, sources.unread_constraints))
     cache[id(stage)] = out
     return out
 
@@ -243,7 +244,8 @@ class UnpinnedKernelPackage(Rule):
         Not reported: `==`/`===` pins, versions from an `ARG`/`ENV`, SHA- or
         tag-pinned git URLs, versioned wheel files and URLs, packages pinned by a
         constraints file (`-c`, `PIP_CONSTRAINT`, `-c` inside a requirements file),
-        an unpinned `--no-deps`/plain reinstall of a package pinned earlier in the
+        installs with a constraints file gpulint cannot read (a URL, a file a RUN
+        wrote: what it pins is unknown), an unpinned `--no-deps`/plain reinstall of a package pinned earlier in the
         image (pip keeps the installed version), `git clone --branch v1.2.3`.
     """
     why = """
@@ -314,6 +316,8 @@ class UnpinnedKernelPackage(Rule):
                 if spec.pinned or name in item.constraint_versions:
                     pinned.add(name)
                     continue
+                if item.unread_constraints:
+                    continue  # a constraints file gpulint cannot read may pin it: unknown, not unpinned
                 replacing = item.install.has(*_REPLACING_FLAGS)
                 if name in pinned and not replacing:
                     continue  # already installed at a pinned version: pip keeps it
@@ -1025,7 +1029,8 @@ class UnpinnedPythonPackage(Rule):
         Finds pip installs of any other package (frameworks and kernels have
         GL201/GL202) without an exact pin, like hadolint's DL3013 - also in the
         requirements files the Dockerfile installs (reported at their line).
-        Packages pinned by a constraints file are fine; local paths, editable
+        Packages pinned by a constraints file are fine, and so are installs with a
+        constraints file gpulint cannot read (a URL, a file a RUN wrote); local paths, editable
         installs and pip/setuptools/wheel/uv themselves are not judged. Off by
         default.
     """
@@ -1047,8 +1052,8 @@ class UnpinnedPythonPackage(Rule):
                 name = spec.name
                 if spec.kind != "requirement" or spec.pinned or not name:
                     continue
-                if name in item.constraint_versions:
-                    continue
+                if name in item.constraint_versions or item.unread_constraints:
+                    continue  # pinned by a constraints file, or perhaps by one gpulint cannot read
                 if (
                     name in frameworks
                     or name.startswith(prefixes)

@@ -70,7 +70,9 @@ class UnpinnedFramework(Rule):
 
         Not reported: `==`/`===` pins, conda `pkg=1.2.3`/`pkg==1.2.3`, `@ <url>` to a
         versioned wheel, a package pinned by a constraints file (`-c`,
-        `PIP_CONSTRAINT`, uv `--override`), and an unpinned reinstall of a package
+        `PIP_CONSTRAINT`, uv `--override`), an install with a constraints file
+        gpulint cannot read (a URL, a file a RUN wrote, one outside the build
+        context: what it pins is unknown), and an unpinned reinstall of a package
         pinned earlier in the image without `-U`/`--force-reinstall` (pip keeps the
         installed version). Conda's `pytorch=2.1` is a prefix match (any 2.1.x) and is
         reported.
@@ -159,6 +161,8 @@ class UnpinnedFramework(Rule):
         if spec.pinned or name in sources.constraint_pins:
             pinned.add((env, name))
             return None
+        if sources.unread_constraints:
+            return None  # a constraints file gpulint cannot read (a URL, a file a RUN made) may pin it
         replacing = install is not None and install.has(*_REPLACING_FLAGS)
         if (env, name) in pinned and not replacing:
             return None  # already installed at a pinned version in this environment: pip keeps it

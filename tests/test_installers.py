@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from gpulint import data
 from gpulint.dockerfile import parse_dockerfile
 from gpulint.installers import Install, PackageSpec, canonical_name, parse_install, parse_pip_spec
 from gpulint.shell import Word, run_commands
@@ -409,3 +410,44 @@ def test_a_local_label_from_a_variable_is_unknown() -> None:
         ("torch", None, True),
         ("torchvision", "cu118", True),
     ]
+
+
+# -- option values are never packages (rules/data/installers.yaml: pip's and uv's own tables) --
+
+_TABLES = data.load("installers")
+
+
+@pytest.mark.parametrize("option", _TABLES["pip"]["value"] + _TABLES["pip"]["removed_value"])
+def test_pip_option_values_are_not_packages(option: str) -> None:
+    found = one(f"RUN pip install {option} some-value torch==2.4.1\n")
+    assert [p.raw for p in found.packages] == ["torch==2.4.1"], option
+    assert any(v == "some-value" for values in found.options.values() for v in values), option
+
+
+@pytest.mark.parametrize("option", [o for o in _TABLES["pip"]["flag"] if o not in ("-h", "--help")])
+def test_pip_flags_take_no_value(option: str) -> None:
+    found = one(f"RUN pip install {option} transformers torch==2.4.1\n")
+    assert [p.raw for p in found.packages] == ["transformers", "torch==2.4.1"], option
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "kind"),
+    [
+        (command, option, kind)
+        for command, table in _TABLES["uv"].items()
+        if command in ("pip install", "add")
+        for kind in ("value", "flag")
+        for option in table[kind]
+    ],
+)
+def test_uv_option_tables(command: str, option: str, kind: str) -> None:
+    found = one(f"RUN uv {command} {option} some-value torch==2.4.1\n")
+    expected = ["torch==2.4.1"] if kind == "value" else ["some-value", "torch==2.4.1"]
+    assert [p.raw for p in found.packages] == expected, (command, option)
+
+
+def test_pip_prefixes_expand_to_one_option() -> None:
+    # optparse takes an unambiguous prefix: `--root-user` is --root-user-action, which takes a value
+    found = one("RUN pip install --no-cache --root-user ignore --use-feat fast-deps torch==2.4.1\n")
+    assert [p.raw for p in found.packages] == ["torch==2.4.1"]
+    assert found.has("--no-cache-dir", "--root-user-action", "--use-feature")
