@@ -440,7 +440,7 @@ def _exit_code(results: list[tuple[LintResult, Config]]) -> int:
 
 
 def _build_report(findings: list[Finding], results: list[LintResult], base_config: Config) -> Report:
-    from .engine import is_enabled
+    from .engine import MAX_FILE_BYTES, is_enabled
     from .report import Report, RuleInfo
     from .rule import all_rules
 
@@ -449,9 +449,12 @@ def _build_report(findings: list[Finding], results: list[LintResult], base_confi
     for r in results:
         sources.update(r.extra_sources)  # compose files (redacted) and the Dockerfiles they build
     for f in findings:
-        if f.path not in sources:
-            with contextlib.suppress(OSError, UnicodeDecodeError):
-                sources[f.path] = Path(f.path).read_text("utf-8")
+        if f.path not in sources:  # a requirements file a rule reported: bounded (redacted by Report)
+            with contextlib.suppress(OSError, UnicodeDecodeError, ValueError):
+                with open(f.path, "rb") as handle:
+                    data = handle.read(MAX_FILE_BYTES + 1)
+                if len(data) <= MAX_FILE_BYTES:
+                    sources[f.path] = data.decode("utf-8")
     return Report(
         findings=findings,
         files=[r.path for r in results],
@@ -713,7 +716,7 @@ class _Fixer:
         source = read_source_file(path) if path is not None else None
         outcome = fix_text(text, name, config, build_args, target, context_dir, unsafe=self.unsafe)
         for message in outcome.messages:
-            click.echo(f"gpulint: warning: {message}", err=True)
+            click.echo(f"gpulint: warning: {_one_line(message)}", err=True)
         if not outcome.changed:
             if path is None and self.write:
                 self.stdin_text = text
@@ -734,8 +737,10 @@ class _Fixer:
 
     def finish_diff(self) -> int:
         """--diff: the diffs on stdout, a count on stderr; 1 when something would change."""
+        from .secrets import redact_secrets
+
         for diff in self.diffs:
-            click.echo(diff, nl=False)
+            click.echo(redact_secrets(diff), nl=False)  # a diff shows input lines: the same redaction
         if self.fixed:
             click.echo(f"gpulint: would fix {self.fixed} finding(s) in {self.files} file(s)", err=True)
             return 1
@@ -880,7 +885,10 @@ SUBCOMMANDS: dict[str, click.Command | None] = {
 
 
 def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+    """An error or warning as one line, redacted: messages quote input (file names, lines)."""
+    from .secrets import redact_secrets
+
+    return redact_secrets(" ".join(str(text).split()))
 
 
 def _fail(message: str, debug: bool = False) -> int:

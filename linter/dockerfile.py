@@ -720,7 +720,7 @@ def _build_stages(df: Dockerfile) -> None:
                 global_scope = counted(dict(global_scope))
                 for key, default in _arg_pairs(instr):
                     global_scope[key] = _arg_value(key, default, df, before)
-            else:
+            elif kw in KNOWN_INSTRUCTIONS:  # an unknown word is reported once, as unknown
                 df.problems.append(
                     ParseProblem(instr.line, f"{kw} before the first FROM (only ARG may come first)")
                 )

@@ -1054,6 +1054,7 @@ def _command() -> Any:
         from .cli import _pairs, _write_atomic
         from .config import find_config, load_config
         from .engine import lint, read_source
+        from .secrets import redact_secrets
 
         text = read_source(dockerfile)
         args = _pairs(build_args, "--build-arg")
@@ -1064,7 +1065,7 @@ def _command() -> Any:
             result = optimize(text, dockerfile, args, context, config)
         except Refused as refused:
             for reason in refused.reasons:
-                click.echo(f"gpulint: optimize: {dockerfile}: {reason}", err=True)
+                click.echo(f"gpulint: optimize: {dockerfile}: {redact_secrets(reason)}", err=True)
             click.echo(f"gpulint: optimize: {dockerfile}: not rewritten (nothing was written)", err=True)
             return 1
         if output is None or output == "-":
@@ -1081,7 +1082,7 @@ def _command() -> Any:
         for finding in left:
             click.echo(
                 f"gpulint: optimize: note: the rewrite still has {finding.code} at line {finding.line}: "
-                f"{finding.message}",
+                f"{redact_secrets(finding.message)}",
                 err=True,
             )
         return 0

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .finding import Finding, FixSafety, Severity
+from .finding import Edit, Finding, Fix, FixSafety, Severity
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,27 @@ class Report:
     sources: dict[str, str] = field(default_factory=dict)
     rules: list[RuleInfo] = field(default_factory=list)
     tool_version: str = ""
+    # set by redacted(): every string from input has passed gpulint.secrets.redact_secrets
+    is_redacted: bool = False
+
+    def redacted(self) -> Report:
+        """This report with every string derived from input passed through the one redaction
+        function (messages, help, fixes, paths and the sources of code frames), so that no
+        reporter and no display can show a credential whatever rule or parser wrote it."""
+        if self.is_redacted:
+            return self
+        from .secrets import redact_secrets
+
+        def text(value: str) -> str:
+            return redact_secrets(value) if value else value
+
+        return replace(
+            self,
+            findings=[_redact_finding(f, text) for f in self.findings],
+            files=[text(p) for p in self.files],
+            sources={text(p): text(s) for p, s in self.sources.items()},
+            is_redacted=True,
+        )
 
     def source_line(self, path: str, line: int) -> str | None:
         text = self.sources.get(path)
@@ -53,3 +74,20 @@ class Report:
 
     def fixable(self) -> int:
         return sum(1 for f in self.findings if f.fix is not None and f.fix.edits)
+
+
+def _redact_finding(f: Finding, text: Callable[[str], str]) -> Finding:
+    fix = f.fix
+    if fix is not None:
+        edits = tuple(
+            Edit(e.line, e.column, e.end_line, e.end_column, text(e.text)) if e.text else e for e in fix.edits
+        )
+        fix = Fix(text(fix.description), fix.safety, edits)
+    return replace(
+        f,
+        message=text(f.message),
+        help=text(f.help),
+        path=text(f.path),
+        fix=fix,
+        extra={k: text(v) for k, v in f.extra.items()},
+    )

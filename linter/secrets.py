@@ -31,13 +31,66 @@ _USERINFO_RE = lazy_re(
     r"(?<![a-z0-9+.-])(?P<scheme>[a-z][a-z0-9+.-]*://)(?P<user>[^/\s:@'\"$]+):(?P<password>[^@\s/'\"]+)@"
 )
 _BEARER_RE = lazy_re(r"(?i)(?P<prefix>authorization:\s*(?:bearer|token|basic)\s+)(?P<value>[^\s'\"$]+)")
-# .netrc lines (`machine h login u password p`), in heredocs and echo/printf
-_NETRC_RE = lazy_re(r"(?i)\b(?:machine|login)\s+\S+.*?\bpassword\s+(?P<value>[^\s'\"$]+)")
+# .netrc lines (`machine h login u password p`), in heredocs and echo/printf; the gap is
+# bounded: unbounded, a line of 10,000 `login` words took a minute
+_NETRC_RE = lazy_re(r"(?i)\b(?:machine|login)\s+\S+.{0,300}?\bpassword\s+(?P<value>[^\s'\"$]+)")
 # shell assignments of credential-named variables: `export HF_TOKEN=hf_...`, `HF_TOKEN="x" cmd`
 _ASSIGN_RE = lazy_re(
     r"(?<![\w$-])(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<q>['\"]?)(?P<value>[^\s'\"$`]{4,})(?P=q)"
 )
 _TOKEN_FLAG_RE = lazy_re(r"(?P<prefix>--(?:token|password|api-key|apikey)[= ]\s*['\"]?)(?P<value>[^\s'\"$]+)")
+
+
+# What output never shows although no rule reports it (display redaction only, see redact_secrets):
+# user-info passwords of any scheme (also `redis://:pw@`), `curl -u user:pw`, `docker login -p pw`,
+# `mysql -ppw`, values of variables named like keys, tokens and passwords, Slack tokens, JWTs.
+_DISPLAY_RES = (
+    lazy_re(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:(?P<value>[^@\s/'\"]+)@"),
+    lazy_re(
+        r"(?<![\w-])(?:-u|--user|--proxy-user)(?:\s+|=)?['\"]?[^\s:'\"/]*:(?P<value>(?!/)(?![0-9]+(?:[\s'\"]|$))[^\s'\"]+)"
+    ),
+    lazy_re(r"(?i)\blogin\b[^|;&\n]{0,200}?\s(?:-p|--password)(?:\s+|=)['\"]?(?P<value>[^\s'\"]+)"),
+    lazy_re(
+        r"(?i)\b(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^|;&\n]{0,200}?\s-p(?P<value>[^\s'\"]+)"
+    ),
+    lazy_re(
+        r"(?i)(?<![\w${-])[A-Za-z_][A-Za-z0-9_]*(?:KEY|TOKEN|PASSWORD|PASSWD|PWD|SECRET)[\"']?\s*[=:]\s*"
+        r"(?P<q>['\"]?)(?P<value>[^\s'\"$`,}]{3,})(?P=q)"
+    ),
+    lazy_re(r"(?P<value>\bxox[abposr]-[A-Za-z0-9-]{8,})"),
+    lazy_re(r"(?P<value>\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
+)
+_PRIVATE_KEY_BEGIN = lazy_re(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
+_PRIVATE_KEY_END = lazy_re(r"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
+
+
+def display_secrets(text: str) -> list[tuple[int, int]]:
+    """(start, end) of everything output masks in one line: the rules' literal credentials and
+    the display-only patterns above (variables, ``$PW``, are never secrets)."""
+    spans = [(start, end) for start, end, _ in literal_secrets(text)]
+    for regex in _DISPLAY_RES:
+        for m in regex.finditer(text):
+            value = m.group("value")
+            if value.startswith("$") or value == REDACTED:
+                continue
+            spans.append((m.start("value"), m.end("value")))
+    begin = _PRIVATE_KEY_BEGIN.search(text)
+    if begin is not None:  # a key on one line (`echo "-----BEGIN ...-----\nMIIE..."`)
+        end = _PRIVATE_KEY_END.search(text, begin.end())
+        stop = end.start() if end is not None else len(text)
+        if stop > begin.end():
+            spans.append((begin.end(), stop))
+    return _merge(spans)
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def is_secret_name(name: str) -> bool:
@@ -128,14 +181,29 @@ def redact_value(value: str) -> str:
 
 
 def redact_secrets(text: str) -> str:
-    """``text`` with every literal credential (token formats, URL passwords, bearer values,
-    ``--token`` values) replaced by ``***``; for messages that quote a command or a URL."""
+    """``text`` with every credential output must not show replaced by ``***``: literal tokens,
+    URL passwords, bearer values, ``--token`` values and the display-only patterns
+    (``curl -u``, ``docker login -p``, ``mysql -p``, key/token/password values, JWTs, Slack
+    tokens, private-key blocks). The one function every displayed string passes."""
     if not text:
         return text
     out = []
+    in_key = False
     for line in text.split("\n"):
-        for start, end, _kind in sorted(literal_secrets(line), key=lambda s: s[0], reverse=True):
-            line = line[:start] + REDACTED + line[end:]
+        if in_key:
+            end = _PRIVATE_KEY_END.search(line)
+            if end is None:
+                body = line.strip()
+                out.append(line.replace(body, REDACTED, 1) if body else line)
+                continue
+            in_key = False
+            if end.start() > 0 and line[: end.start()].strip():
+                line = REDACTED + line[end.start() :]
+        for start, stop in reversed(display_secrets(line)):
+            line = line[:start] + REDACTED + line[stop:]
+        begin = _PRIVATE_KEY_BEGIN.search(line)
+        if begin is not None and _PRIVATE_KEY_END.search(line, begin.end()) is None:
+            in_key = True
         out.append(line)
     return "\n".join(out)
 

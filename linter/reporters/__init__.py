@@ -1,6 +1,7 @@
 """Output formats. Each module has ``render(report, color=...) -> str``.
 
-Reporters only format: they never filter, sort or decide severities.
+Reporters only format: they never filter, sort or decide severities. ``get_renderer`` hands
+them the report redacted (``Report.redacted``): no reporter can print a credential.
 """
 
 from __future__ import annotations
@@ -33,5 +34,10 @@ def get_renderer(fmt: str) -> Renderer:
     except KeyError:
         raise ValueError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})") from None
     module = importlib.import_module(f"{__name__}.{module_name}")
-    render: Renderer = module.render
+    inner: Renderer = module.render
+
+    def render(report: Report, *, color: bool = False) -> str:
+        # the choke point: a reporter only ever sees the redacted report
+        return inner(report.redacted(), color=color)
+
     return render
