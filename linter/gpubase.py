@@ -17,9 +17,35 @@ _PYTORCH_TAG = lazy_re(
     r"^(?P<torch>\d+\.\d+(?:\.\d+)?)-cuda(?P<cuda>\d+\.\d+)-cudnn(?P<cudnn>\d+)-(?P<flavour>runtime|devel)$"
 )
 _NGC_TAG = lazy_re(r"^(?P<release>\d\d\.\d\d)(?:-.*)?$")
-_TF_TAG = lazy_re(r"^(?P<ver>\d+\.\d+(?:\.\d+)?|latest|nightly)?-?gpu(?:-jupyter)?$")
+_TF_TAG = lazy_re(r"^(?P<ver>\d+\.\d+(?:\.\d+)?|latest|nightly)?-?gpu(?:-py3)?(?:-jupyter)?$")
 
-FLOATING_TAGS = frozenset({"latest", "nightly", "stable", "main", "master", "edge", "dev"})
+# Tag words that name a moving target rather than a release (data: base_images.floating_tag_words).
+_TAG_SEGMENT = lazy_re(r"[-._]")
+# A segment that pins a tag again: a version (2.4, v1), a date or build number (20240101),
+# or a commit hash (abc1234).
+_PINNING_SEGMENT = lazy_re(r"^(?:v?\d+|\d{4,}|(?=[0-9a-f]*\d)[0-9a-f]{7,40})$")
+
+
+@functools.cache
+def _floating_words() -> tuple[frozenset[str], frozenset[str]]:
+    words = data.load("base_images")["floating_tag_words"]
+    return frozenset(words["whole"]), frozenset(words["leading_or_trailing"])
+
+
+def tag_floats(tag: str | None) -> bool:
+    """Whether a tag names a moving target: `latest`, a branch (`main`, `nightly`, `dev`),
+    or a variant of one (`latest-gpu-py3`, `main-base`, `cuda-nightly`) with no version,
+    date or commit in it to pin it again (`nightly-20240101`, `main-3f2a9c1` are pinned)."""
+    if not tag:
+        return False
+    tag = tag.lower()
+    whole, edge = _floating_words()
+    if tag in whole:
+        return True
+    parts = [p for p in _TAG_SEGMENT.split(tag) if p]
+    if len(parts) < 2 or not (parts[0] in edge or parts[-1] in edge):
+        return False
+    return not any(_PINNING_SEGMENT.match(p) for p in parts)
 
 
 @dataclass(frozen=True)
@@ -54,18 +80,39 @@ class BaseInfo:
         return int(self.cuda.split(".")[0])
 
 
-def floating_tag_problem(ref: ImageRef, info: BaseInfo, gpu: bool) -> str | None:
-    """What is floating about ``ref``'s tag (None when pinned): no tag, :latest, or, for a
-    GPU image, a tag that names no single release (``12.4-devel``, ``nightly``)."""
+def floating_tag_problem(ref: ImageRef, info: BaseInfo) -> str | None:
+    """What is floating about ``ref``'s tag (None when pinned): no tag, :latest, a branch or
+    channel (``nightly``, ``main-base``, ``latest-gpu-py3``), or a tag that names no single
+    release of a GPU image (``12.4-devel``)."""
     if ref.digest:
         return None
     if ref.tag is None:
         return "has no tag, so it means :latest"
     if ref.tag == "latest":
         return "uses :latest"
-    if gpu and info.floating:
+    if info.floating:
         return f"uses the floating tag :{ref.tag}"
     return None
+
+
+def _tag_words(tag: str | None) -> set[str]:
+    return {w for w in _TAG_SEGMENT.split((tag or "").lower()) if w}
+
+
+def is_gpu_image(ref: ImageRef, info: BaseInfo | None = None) -> bool:
+    """A known GPU base, or an image that only runs on an NVIDIA GPU (data: compose.gpu_images):
+    one answer for Dockerfiles, compose files and Kubernetes manifests."""
+    facts = data.load("compose")
+    info = info or classify(ref)
+    words = _tag_words(ref.tag)
+    if info.gpu:
+        not_gpu = facts["not_gpu_tags"].get(ref.full_name, [])
+        return not (words & set(not_gpu))
+    table = facts["gpu_images"]
+    known = ref.full_name in table["repositories"] or any(
+        ref.full_name.startswith(p) for p in table["prefixes"]
+    )
+    return known and not (words & set(table["other_accelerator_tags"]))
 
 
 @functools.cache
@@ -84,7 +131,7 @@ def classify(ref: ImageRef) -> BaseInfo:
             return BaseInfo("nvidia-cuda", True, floating=no_tag, recognised_tag=False)
         m = _CUDA_TAG.match(tag)
         if not m:
-            return BaseInfo("nvidia-cuda", True, floating=tag in FLOATING_TAGS, recognised_tag=False)
+            return BaseInfo("nvidia-cuda", True, floating=tag_floats(tag), recognised_tag=False)
         version = m.group("ver")
         extra = m.group("extra")
         return BaseInfo(
@@ -94,9 +141,9 @@ def classify(ref: ImageRef) -> BaseInfo:
             flavour=m.group("flavour"),
             cudnn=extra if extra and extra.startswith("cudnn") else None,
             os=m.group("os"),
-            # X.Y tags were the official names up to CUDA 11.0 (e.g. 10.2-base); from 11.0.3 on
-            # every tag is X.Y.Z, so a shorter one names no release.
-            floating=version.count(".") < 2 and int(version.split(".")[0]) >= 11 and version not in ("11.0",),
+            # An X.Y tag (10.2-base, 11.0-devel-ubuntu20.04) followed the newest X.Y.Z build, and
+            # from 11.0.3 on every tag is X.Y.Z: a shorter one names no release.
+            floating=version.count(".") < 2,
         )
     if full in _repos("pytorch_repositories"):
         m = _PYTORCH_TAG.match(tag or "")
@@ -105,7 +152,7 @@ def classify(ref: ImageRef) -> BaseInfo:
                 "pytorch",
                 True,
                 framework="pytorch",
-                floating=no_tag or (tag or "") in FLOATING_TAGS,
+                floating=no_tag or tag_floats(tag),
                 recognised_tag=False,
                 flavour="devel"
                 if tag and tag.endswith("-devel")
@@ -131,7 +178,7 @@ def classify(ref: ImageRef) -> BaseInfo:
             flavour="devel",
             framework=ngc[full],
             framework_version=m.group("release") if m else None,
-            floating=no_tag or (tag or "") in FLOATING_TAGS,
+            floating=no_tag or tag_floats(tag),
             recognised_tag=bool(m),
         )
     if full in _repos("tensorflow_repositories"):
@@ -146,9 +193,7 @@ def classify(ref: ImageRef) -> BaseInfo:
                 framework_version=version if version not in (None, "latest", "nightly") else None,
                 floating=version in (None, "latest", "nightly"),
             )
-        return BaseInfo(
-            "tensorflow", False, framework="tensorflow", floating=no_tag or (tag or "") in FLOATING_TAGS
-        )
+        return BaseInfo("tensorflow", False, framework="tensorflow", floating=no_tag or tag_floats(tag))
     if full in _repos("plain_images"):
-        return BaseInfo("plain", False, floating=no_tag or (tag or "") in FLOATING_TAGS)
-    return BaseInfo("other", False, floating=no_tag or (tag or "") in FLOATING_TAGS, recognised_tag=False)
+        return BaseInfo("plain", False, floating=no_tag or tag_floats(tag))
+    return BaseInfo("other", False, floating=no_tag or tag_floats(tag), recognised_tag=False)

@@ -12,7 +12,7 @@ from gpulint.cudabuild import compile_signals
 from gpulint.dockerfile import Stage
 from gpulint.expand import expand
 from gpulint.finding import Edit, Finding, Fix, FixSafety, Severity
-from gpulint.gpubase import BaseInfo, classify, floating_tag_problem
+from gpulint.gpubase import BaseInfo, classify, floating_tag_problem, is_gpu_image
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, make_fix, register
 
@@ -235,12 +235,16 @@ class UnpinnedBaseImage(Rule):
     fix_safety = FixSafety.SUGGEST
     summary = "A base image has no tag, :latest, or a floating tag"
     what = """
-        Finds `FROM` lines whose image has no tag, the `latest` tag, or - for GPU
-        images - a floating tag that names only part of a version
-        (`nvidia/cuda:12-devel-ubuntu22.04`, `pytorch/pytorch:latest`). GPU base
-        images are errors; other base images (ubuntu, python...) are warnings.
-        Tags that come from an `ARG` are judged by the ARG's default; `FROM
-        scratch`, `FROM <stage>` and `@sha256:` digests are pinned.
+        Finds `FROM` lines whose image has no tag, the `latest` tag, a branch or
+        channel tag (`nightly`, `main`, `dev`, `main-base`, `latest-gpu-py3`,
+        `stable-slim`: any image) or, for GPU images, a tag that names only part of
+        a version (`nvidia/cuda:12-devel-ubuntu22.04`, the old X.Y tags such as
+        `10.2-runtime`). GPU images (GPU bases and GPU-only servers such as
+        vllm/vllm-openai) are errors; other images (ubuntu, python...) are
+        warnings, the same in compose files and Kubernetes manifests. A version,
+        date or commit in a branch tag pins it (`nightly-20240101`). Tags that
+        come from an `ARG` are judged by the ARG's default; `FROM scratch`, `FROM
+        <stage>` and `@sha256:` digests are pinned.
     """
     why = """
         The next CUDA, cuDNN or PyTorch release changes what you ship without a
@@ -266,11 +270,11 @@ class UnpinnedBaseImage(Rule):
                 continue
             info = classify(ref)
             name = stage.base.text
-            problem = floating_tag_problem(ref, info, info.gpu)
+            problem = floating_tag_problem(ref, info)
             if problem is None:
                 continue
             origin = _arg_origin(ctx, stage)
-            if info.gpu:
+            if is_gpu_image(ref, info):
                 hint = info.pin_hint
                 if origin:
                     hint = f"set the ARG default to a full version ({hint})"

@@ -60,12 +60,17 @@ class BaseNotDigestPinned(Rule):
                 )
 
 
+def _in_ranges(version: str, ranges: list[list[str]]) -> bool:
+    return any(compare(version, low) >= 0 and compare(version, high) <= 0 for low, high in ranges)
+
+
 @functools.lru_cache(maxsize=256)
 def eol_status(version: str) -> tuple[str, str | None] | None:
-    """("end-of-life" | "superseded", newest point release of the same X.Y) or None.
+    """("deleted" | "end-of-life" | "superseded", newest point release of the same X.Y) or None.
 
-    Only what the dated table says: the EOL majors and ranges, and a point release below
-    the newest one of its X.Y that the table confirms as a tag.
+    Only what the dated table says: tags reported deleted, the EOL majors and ranges, and a
+    point release below the newest one of its X.Y that the table confirms as a tag. An X.Y
+    tag (``11.0-devel``) followed its X.Y's newest point release, so it is judged as that.
     """
     table = data.load("cuda")["eol"]
     parts = version.split(".")
@@ -73,14 +78,18 @@ def eol_status(version: str) -> tuple[str, str | None] | None:
     newest = table["latest_point"].get(x_y)
     if newest is not None and compare(newest, version) <= 0:
         newest = None
+    # the release an X.Y tag last pointed at: above every X.Y.Z the table can name
+    judged = version if len(parts) == 3 else f"{x_y}.999"
+    deleted = table["deleted"]
+    if (parts[0].isdigit() and int(parts[0]) < deleted["below_major"]) or _in_ranges(
+        judged, deleted["ranges"]
+    ):
+        return "deleted", newest
     if parts[0] in table["majors"]:
         return "end-of-life", newest
-    if len(parts) != 3:
-        return None
-    for low, high in table["ranges"]:
-        if compare(version, low) >= 0 and compare(version, high) <= 0:
-            return "end-of-life", newest
-    if newest is not None:
+    if _in_ranges(judged, table["ranges"]):
+        return "end-of-life", newest
+    if newest is not None and len(parts) == 3:
         return "superseded", newest
     return None
 
@@ -119,8 +128,10 @@ class EolCudaImage(Rule):
         Finds `nvidia/cuda` (and `nvcr.io/nvidia/cuda`) base tags that NVIDIA's
         published end-of-life list marks EOL (a dated data table: 10.x,
         11.0.3-11.7.0, 12.0.0, 12.1.0, 12.2.0, 12.3.0-12.3.1, 12.4.0, 12.6.0-12.6.2),
-        and point releases superseded by a newer one of the same X.Y. Tags not on
-        the list are not guessed at.
+        and point releases superseded by a newer one of the same X.Y. Tags already
+        deleted from Docker Hub (every CUDA before 11, and 11.0-11.7.0, X.Y tags such
+        as `9.0-cudnn7-devel-ubuntu16.04` and `11.0-base-ubuntu20.04` included) are
+        errors: the build fails today. Tags not on the list are not guessed at.
     """
     why = """
         NVIDIA deletes EOL tags from Docker Hub and NGC about six months after
@@ -157,7 +168,14 @@ class EolCudaImage(Rule):
                     replacement = ref.with_tag(ref.tag.replace(info.cuda, newest, 1))
                 else:
                     missing = gap[1].strip("-")
-            if kind == "end-of-life":
+            severity = None
+            if kind == "deleted":
+                message = (
+                    f"{stage.base.text} was deleted from Docker Hub with NVIDIA's end-of-life tags: the pull "
+                    "fails with 'manifest unknown', so this Dockerfile no longer builds"
+                )
+                severity = Severity.ERROR
+            elif kind == "end-of-life":
                 message = (
                     f"{stage.base.text} is end-of-life on NVIDIA's published list (as of {as_of}): NVIDIA deletes "
                     "EOL tags from Docker Hub and NGC about 6 months later, and builds then fail with "
@@ -178,4 +196,6 @@ class EolCudaImage(Rule):
                 )
             else:
                 fix = "move to a CUDA release NVIDIA still supports"
-            yield self.finding(ctx, f"{message}; {fix}", instruction=stage.from_instruction, help=fix)
+            yield self.finding(
+                ctx, f"{message}; {fix}", instruction=stage.from_instruction, help=fix, severity=severity
+            )

@@ -9,7 +9,7 @@ from typing import Any
 
 from gpulint import data
 from gpulint.finding import Finding, FixSafety, Severity
-from gpulint.gpubase import BaseInfo, classify, floating_tag_problem
+from gpulint.gpubase import classify, floating_tag_problem, is_gpu_image
 from gpulint.imageref import ImageRef, parse_image_ref
 from gpulint.manifests import (
     Container,
@@ -31,25 +31,6 @@ from gpulint.rule import Rule, register, selector_known
 def _facts() -> dict[str, Any]:
     facts: dict[str, Any] = data.load("compose")
     return facts
-
-
-def _tag_words(tag: str | None) -> set[str]:
-    return {w for w in re.split(r"[-._]", (tag or "").lower()) if w}
-
-
-def is_gpu_image(ref: ImageRef, info: BaseInfo | None = None) -> bool:
-    """A known GPU base (gpubase) or an image that only runs on an NVIDIA GPU (data: gpu_images)."""
-    facts = _facts()
-    info = info or classify(ref)
-    words = _tag_words(ref.tag)
-    if info.gpu:
-        not_gpu = facts["not_gpu_tags"].get(ref.full_name, [])
-        return not (words & set(not_gpu))
-    table = facts["gpu_images"]
-    known = ref.full_name in table["repositories"] or any(
-        ref.full_name.startswith(p) for p in table["prefixes"]
-    )
-    return known and not (words & set(table["other_accelerator_tags"]))
 
 
 def _image_ref(node: Node | None) -> ImageRef | None:
@@ -705,7 +686,7 @@ def _unpinned_images(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
             continue
         info = classify(ref)
         gpu = is_gpu_image(ref, info) or info.gpu
-        problem = floating_tag_problem(ref, info, gpu)
+        problem = floating_tag_problem(ref, info)
         if problem is None:
             continue
         name = node.described()

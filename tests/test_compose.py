@@ -609,3 +609,26 @@ def test_referenced_devices_are_never_read(tmp_path: Path) -> None:
     findings = lint_file(compose)
     assert [(f.code, f.line) for f in findings] == [("GL001", 2), ("GL001", 5)]
     assert all("not a regular file" in f.message for f in findings)
+
+
+@pytest.mark.parametrize(
+    ("image", "severity"),
+    [
+        ("vllm/vllm-openai:nightly", "error"),
+        ("tensorflow/tensorflow:latest-gpu-py3", "error"),
+        ("ghcr.io/acme/app:main-base", "warning"),
+        ("ghcr.io/acme/app:latest-fips-dev", "warning"),
+    ],
+)
+def test_branch_tags_float_in_compose_as_in_dockerfiles(image: str, severity: str) -> None:
+    """One judgement of floating tags, and one severity, for compose and Dockerfiles."""
+    text = f"services:\n  app:\n    image: {image}\n"
+    (finding,) = lint_manifest("compose.yaml", text, Config(select=("GL103",)), environ={}).findings
+    (twin,) = [f for f in lint_text(f'FROM {image}\nCMD ["x"]\n') if f.code == "GL103"]
+    assert finding.severity.name.lower() == twin.severity.name.lower() == severity
+    assert f"uses the floating tag :{image.rsplit(':', 1)[1]}" in finding.message
+
+
+def test_pinned_branch_like_tags_do_not_float_in_compose() -> None:
+    text = "services:\n  a:\n    image: ghcr.io/acme/app:nightly-20240101\n  b:\n    image: ghcr.io/acme/app:main-3f2a9c1\n"
+    assert lint_manifest("compose.yaml", text, Config(select=("GL103",)), environ={}).findings == []

@@ -40,7 +40,7 @@ def test_gpu_images_are_errors(image: str, problem: str, hint: str) -> None:
     assert hint in f.message
 
 
-@pytest.mark.parametrize("image", ["ubuntu", "python:latest", "vllm/vllm-openai:latest"])
+@pytest.mark.parametrize("image", ["ubuntu", "python:latest"])
 def test_other_images_are_warnings(image: str) -> None:
     f = only(gl103(dockerfile(f"FROM {image}", 'CMD ["/app"]')))
     assert f.severity is Severity.WARNING
@@ -104,3 +104,56 @@ def test_every_stage_is_checked() -> None:
 )
 def test_must_not_fire(text: str) -> None:
     assert gl103(text) == []
+
+
+# -- branch and channel tags (any image) ------------------------------------------------------
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nvidia/cuda:12.4.1-runtime-ubuntu22.04",
+        "ghcr.io/acme/app:nightly-20240101",  # a dated nightly is pinned
+        "ghcr.io/acme/app:main-3f2a9c1",  # a commit tag is pinned
+        "ghcr.io/acme/app:2.4-dev",  # a version pins a dev variant
+        "ubuntu:jammy",  # a codename follows point releases only
+        "nginx:1.25-alpine",
+        "ghcr.io/acme/domain:maintenance",  # 'main' inside a word is not the branch
+        "pytorch/pytorch:2.4.1-cuda12.4-cudnn9-devel",  # the devel flavour is not a dev branch
+        "rocm/dev-ubuntu-22.04:6.2",
+    ],
+)
+def test_pinned_tags_with_branch_like_words_are_not_floating(image: str) -> None:
+    assert gl103(dockerfile(f"FROM {image}", 'CMD ["/app"]')) == []
+
+
+@pytest.mark.parametrize(
+    ("image", "severity"),
+    [
+        ("vllm/vllm-openai:nightly", Severity.ERROR),  # a GPU-only server: error, as in compose
+        ("tensorflow/tensorflow:latest-gpu-py3", Severity.ERROR),
+        ("ghcr.io/huggingface/text-generation-inference:main", Severity.ERROR),
+        ("ghcr.io/acme/trainer:main-base", Severity.WARNING),
+        ("ghcr.io/acme/trainer:main-latest", Severity.WARNING),
+        ("registry.example.com/base:latest-fips-dev", Severity.WARNING),
+        ("debian:stable-slim", Severity.WARNING),
+        ("ubuntu:rolling", Severity.WARNING),
+    ],
+)
+def test_branch_and_channel_tags_float_for_any_image(image: str, severity: Severity) -> None:
+    f = only(gl103(dockerfile(f"FROM {image}", 'CMD ["/app"]')))
+    assert f.severity is severity
+    assert f"uses the floating tag :{image.rsplit(':', 1)[1]}" in f.message
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "nvidia/cuda:9.0-cudnn7-devel-ubuntu16.04",
+        "nvidia/cuda:10.2-runtime",
+        "nvidia/cuda:11.0-base-ubuntu20.04",
+    ],
+)
+def test_old_x_y_nvidia_cuda_tags_floated(image: str) -> None:
+    """X.Y tags followed the newest X.Y.Z build until NVIDIA deleted them (GL105 says so)."""
+    f = only(gl103(dockerfile(f"FROM {image}", 'CMD ["/app"]')))
+    assert f.severity is Severity.ERROR
+    assert "uses the floating tag" in f.message

@@ -43,11 +43,31 @@ def test_gl104_not_with_digest_scratch_or_unresolved() -> None:
 
 # -- GL105 ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
+    ("tag", "fix"),
+    [
+        (
+            "9.0-cudnn7-devel-ubuntu16.04",
+            "move to a CUDA release NVIDIA still supports",
+        ),  # X.Y tag, old major
+        ("10.2-runtime", "move to a CUDA release NVIDIA still supports"),
+        ("11.0-devel-ubuntu20.04", "move to a CUDA release NVIDIA still supports"),  # X.Y tag of 11.0.3
+        ("11.4.0-cudnn8-devel-ubuntu20.04", "move to a CUDA release NVIDIA still supports"),
+        ("11.7.0-devel-ubuntu20.04", "use nvidia/cuda:11.7.1-devel-ubuntu20.04"),
+    ],
+)
+def test_gl105_deleted_tags_are_errors(tag: str, fix: str) -> None:
+    """Tags NVIDIA already deleted from Docker Hub: the build fails today."""
+    findings = run("GL105", f"FROM nvidia/cuda:{tag}\n")
+    assert [(f.code, f.severity) for f in findings] == [("GL105", Severity.ERROR)]
+    assert "was deleted from Docker Hub" in findings[0].message
+    assert findings[0].message.endswith(fix)
+
+
+@pytest.mark.parametrize(
     ("tag", "replacement"),
     [
         ("12.4.0-runtime-ubuntu22.04", "nvidia/cuda:12.4.1-runtime-ubuntu22.04"),
         ("12.6.1-cudnn-devel-ubuntu22.04", "nvidia/cuda:12.6.3-cudnn-devel-ubuntu22.04"),
-        ("11.7.0-devel-ubuntu20.04", "nvidia/cuda:11.7.1-devel-ubuntu20.04"),
         ("12.0.0-base-ubuntu18.04", "nvidia/cuda:12.0.1-base-ubuntu18.04"),
     ],
 )
@@ -94,7 +114,9 @@ def test_gl105_never_invents_a_tag() -> None:
         "nvidia/cuda:12.8.1-cudnn-devel-ubuntu24.04",
         "nvidia/cuda:13.0.0-base-ubuntu24.04",  # no newer 13.0.x is confirmed: no supersession claimed
         "nvidia/cuda:13.0.1-base-ubuntu24.04",
-        "nvidia/cuda:9.0-runtime-ubuntu16.04",  # not on the list: not inferred
+        "nvidia/cuda:11.7.1-devel-ubuntu22.04",  # the newest 11.7: still published
+        "nvidia/cuda:11.8.0-cudnn8-runtime-ubuntu22.04",
+        "nvidia/cuda:12.4-devel-ubuntu22.04",  # an X.Y tag of a live X.Y: GL103's, not GL105's
         "pytorch/pytorch:2.1.0-cuda12.1-cudnn8-runtime",
         "nvcr.io/nvidia/pytorch:23.05-py3",
     ],
