@@ -1,4 +1,4 @@
-"""Podman set-up shared by the tests that build or serve real images (../shared/docs/TEST-INFRA.md)."""
+"""Podman set-up shared by the tests that build or serve real images (.ci/run installs the tools)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO_ROOT / "fixtures" / "examples"
 BAD_EXAMPLE = EXAMPLES / "llm-server.Dockerfile"
 GOOD_EXAMPLE = EXAMPLES / "llm-server-good.Dockerfile"
-SARIF_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-schema-2.1.0.json"
+SARIF_SCHEMA = Path(__file__).resolve().parent / "schemas" / "sarif-schema-2.1.0.json"
 
 # A devel base that compiles nothing (GL101, warning) and an unpinned torch (GL201, error).
 DEVEL_UNPINNED = "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nRUN pip install --no-cache-dir torch\n"

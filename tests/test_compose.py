@@ -35,7 +35,7 @@ from gpulint.manifests import (
 from gpulint.rule import all_rules, find_rule
 from helpers import run_main
 
-SARIF_SCHEMA = Path(__file__).resolve().parents[2] / "shared" / "schemas" / "sarif-schema-2.1.0.json"
+SARIF_SCHEMA = Path(__file__).resolve().parent / "schemas" / "sarif-schema-2.1.0.json"
 SECRET = "hf_NotARealTokenNotARealToken123456"  # looks like a Hugging Face token
 
 

@@ -13,7 +13,7 @@ from gpulint.finding import Edit, Finding, Fix, FixSafety, Severity
 from gpulint.report import Report, RuleInfo
 from gpulint.reporters import FORMATS, get_renderer
 
-SCHEMAS = Path(__file__).resolve().parents[2] / "shared" / "schemas"
+SCHEMAS = Path(__file__).resolve().parent / "schemas"
 SARIF_SCHEMA = SCHEMAS / "sarif-schema-2.1.0.json"
 
 TRICKY = 'bad: 100% sure, really\nsecond <line> & "quoted"'
