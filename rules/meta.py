@@ -9,7 +9,7 @@ from gpulint.context import LintContext
 from gpulint.dockerfile import KNOWN_INSTRUCTIONS, Instruction
 from gpulint.finding import Finding, Severity
 from gpulint.lazyre import lazy_re
-from gpulint.pragmas import _PRAGMA_RE
+from gpulint.pragmas import _PRAGMA_RE, unread_pragmas
 from gpulint.rule import Rule, register, selector_known
 
 # instructions Docker refuses without arguments, and what it says
@@ -160,6 +160,19 @@ class UnknownRuleInIgnore(Rule):
                     "`# gpulint: ignore=CODE[,CODE] -- reason` (or `ignore-file=`)",
                     line=line,
                 )
+        for line, text, where in unread_pragmas(ctx.dockerfile, ctx.pragmas):
+            if where.endswith("RUN line"):
+                advice = (
+                    "is not a gpulint pragma, so it suppresses nothing: write "
+                    "`# gpulint: ignore=CODE[,CODE] -- reason` at the end of the RUN's last line "
+                    "or on a line of its own before it"
+                )
+            else:
+                advice = (
+                    f"{where} is not read by gpulint, so it suppresses nothing: "
+                    "put it on a line of its own before the instruction"
+                )
+            yield self.finding(ctx, f"`#{text.rstrip()}` {advice}", line=line)
 
 
 @register

@@ -165,3 +165,88 @@ def test_used_pragma_is_not_gl003() -> None:
 def test_pragmas_do_not_hide_gl002() -> None:
     text = "# gpulint: ignore=ALL\n# gpulint: ignore=nonsense\n" + BASE
     assert [f.code for f in findings(text, Config(select=("GL002", "GL101")))] == ["GL002"]
+
+
+# -- at the end of a line ------------------------------------------------------------------
+
+RUNTIME = "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n"
+APT = "RUN apt-get update && apt-get install -y --no-install-recommends curl"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        RUNTIME + APT + "  # gpulint: ignore=GL502 -- the next stage reuses the lists\n",
+        RUNTIME + APT + " #gpulint: ignore=apt-lists-not-removed\n",
+        RUNTIME
+        + "RUN apt-get update \\\n    && apt-get install -y --no-install-recommends curl # gpulint: ignore=GL5\n",
+        RUNTIME + APT + " && echo done; # gpulint: ignore=GL502\n",
+    ],
+)
+def test_a_pragma_at_the_end_of_a_run_line_is_honoured(text: str) -> None:
+    assert found(text, Config(select=("GL502", "GL002"))) == []
+    pragmas = parse_pragmas(parse_dockerfile(text))
+    assert len(pragmas) == 1 and pragmas[0].target is not None and pragmas[0].target.keyword == "RUN"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # `#` inside quotes, or glued to a word, is no shell comment
+        RUNTIME + APT + ' && echo "# gpulint: ignore=GL502"\n',
+        RUNTIME + APT + " && echo '# gpulint: ignore=GL502'\n",
+        RUNTIME + APT + " && echo x#gpulint:ignore=GL502\n",
+        RUNTIME
+        + 'RUN apt-get update && echo "a \\\n  b # gpulint: ignore=GL502" && apt-get install -y --no-install-recommends curl\n',
+    ],
+)
+def test_pragma_text_that_is_no_shell_comment_suppresses_nothing(text: str) -> None:
+    assert [code for _, code in found(text, Config(select=("GL502", "GL002")))] == ["GL502"]
+
+
+def test_an_end_of_line_pragma_covers_its_own_instruction_only() -> None:
+    text = RUNTIME + APT + "  # gpulint: ignore=GL502\n" + APT + "\n"
+    assert found(text, Config(select=("GL502",))) == [(3, "GL502")]
+
+
+def test_an_unused_end_of_line_pragma_is_gl003() -> None:
+    text = RUNTIME + "RUN echo hi  # gpulint: ignore=GL502\n"
+    config = Config(select=("GL502", "GL003"))
+    assert [(f.line, f.code) for f in findings(text, config)] == [(2, "GL003")]
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "message"),
+    [
+        (
+            "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 # gpulint: ignore=GL101\n",
+            1,
+            "`# gpulint: ignore=GL101` at the end of a FROM line is not read by gpulint",
+        ),
+        (
+            RUNTIME + "ENV NVIDIA_DISABLE_REQUIRE=1 # gpulint: ignore=GL403\n",
+            2,
+            "`# gpulint: ignore=GL403` at the end of an ENV line is not read by gpulint",
+        ),
+        (
+            # before a continuation the shell comment swallows the lines after it
+            RUNTIME + "RUN apt-get update # gpulint: ignore=GL502 \\\n    && apt-get install -y curl\n",
+            2,
+            "`# gpulint: ignore=GL502 \\` is not a gpulint pragma",
+        ),
+        (
+            RUNTIME + "RUN <<EOF\napt-get update\napt-get install -y curl # gpulint: ignore=GL502\nEOF\n",
+            4,
+            "`# gpulint: ignore=GL502` inside a RUN heredoc is not read by gpulint",
+        ),
+    ],
+)
+def test_a_pragma_where_gpulint_does_not_read_it_is_gl002(text: str, line: int, message: str) -> None:
+    gl002 = [(f.line, f.message) for f in findings(text, Config(select=("GL002",))) if f.code == "GL002"]
+    assert len(gl002) == 1 and gl002[0][0] == line and gl002[0][1].startswith(message), gl002
+
+
+def test_end_of_line_pragma_with_an_unknown_rule_is_gl002() -> None:
+    text = RUNTIME + APT + "  # gpulint: ignore=GL5020\n"
+    gl002 = [f.message for f in findings(text, Config(select=("GL002", "GL502"))) if f.code == "GL002"]
+    assert gl002 == ["`GL5020` in this ignore pragma is not a gpulint rule"]
