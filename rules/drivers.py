@@ -107,8 +107,16 @@ class BundledDriver(Rule):
                     yield self._package_finding(
                         ctx, cmd, spec.word, _package_label(spec.raw, install.manager), suffix
                     )
+                elif (
+                    spec.kind == "path"
+                    and (local := local_package_name(spec.raw))
+                    and is_driver_package(local)
+                ):
+                    yield self._package_finding(ctx, cmd, spec.word, local, suffix)
         commands = ctx.commands(instr)
         for cmd in commands:
+            for word, label in _dpkg_driver_archives(cmd):
+                yield self._package_finding(ctx, cmd, word, label, suffix)
             for word, label in _module_driver_streams(cmd):
                 yield self._package_finding(ctx, cmd, word, label, suffix)
             downloaded.update(_downloaded_runfiles(cmd))
@@ -157,6 +165,45 @@ class BundledDriver(Rule):
                     instruction=instr,
                     help="do not ship driver libraries; the NVIDIA Container Toolkit provides them at run time",
                 )
+
+
+_LOCAL_PACKAGE_RE = lazy_re(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9.+-]*?)(?:[_-]\d[^/]*)?\.(?:deb|rpm)$")
+
+
+def local_package_name(path: str) -> str | None:
+    """The package a local archive holds, from its file name: Debian's ``name_version_arch.deb``
+    and rpm's ``name-version-release.arch.rpm`` (``libnvidia-compute-550_550.54.15_amd64.deb``
+    -> ``libnvidia-compute-550``). A glob in the name (``libnvidia-gl-*.deb``) keeps its stem."""
+    base = posixpath.basename(path)
+    if base.endswith(".deb"):
+        return base.split("_", 1)[0] if "_" in base else base[: -len(".deb")].rstrip("-*")
+    m = _LOCAL_PACKAGE_RE.match(base)
+    return m.group("name").rstrip("-*") if m else None
+
+
+def _installs_archive(tool: str, flag: str) -> bool:
+    if flag in ("--install", "--upgrade"):
+        return True
+    if not flag.startswith("-") or flag.startswith("--"):
+        return False
+    if tool == "dpkg":
+        return flag == "-i"
+    return ("i" in flag or "U" in flag) and "q" not in flag  # rpm -ivh / -Uvh, not a query (-qip)
+
+
+def _dpkg_driver_archives(cmd: Command) -> list[tuple[Word, str]]:
+    """``dpkg -i libnvidia-compute-550_...deb`` (rpm -i/-U alike): local driver archives."""
+    if cmd.name not in ("dpkg", "rpm"):
+        return []
+    if not any(_installs_archive(cmd.name, w.value) for w in cmd.args):
+        return []
+    out = []
+    for word in cmd.args:
+        if word.value.endswith((".deb", ".rpm")):
+            name = local_package_name(word.value)
+            if name and is_driver_package(name):
+                out.append((word, name))
+    return out
 
 
 def _package_label(raw: str, manager: str) -> str:
@@ -212,7 +259,8 @@ def _module_driver_streams(cmd: Command) -> list[tuple[Word, str]]:
     return [(w, w.value) for w in values[2:] if _MODULE_STREAM_RE.match(w.value)]
 
 
-_RUN_FILE_RE = lazy_re(r"NVIDIA-Linux-\S*\.run$")
+# The installer's name, also as a glob that drops the dot (`NVIDIA-Linux-x86_64-*run`).
+_RUN_FILE_RE = lazy_re(r"NVIDIA-Linux-\S*\.?run$")
 _NON_INSTALL_FLAGS = frozenset(
     {
         "-x",
