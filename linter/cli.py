@@ -7,6 +7,7 @@ Kept cheap to import: the rule modules, the Dockerfile parser and the reporters 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from collections import Counter
@@ -527,6 +528,10 @@ class _ConfigFinder:
         return any(path_matches(str(path), pattern, root) for pattern in config.exclude)
 
 
+def _warn_outside(top: str, path: Path) -> None:
+    click.echo(f"gpulint: warning: {_one_line(str(path))}: a symlink to outside {top}: not read", err=True)
+
+
 def _collect(paths: Sequence[str], finder: _ConfigFinder, force_exclude: bool) -> list[str]:
     from .discovery import find_files
 
@@ -538,7 +543,12 @@ def _collect(paths: Sequence[str], finder: _ConfigFinder, force_exclude: bool) -
             continue
         path = Path(raw)
         if path.is_dir():
-            found = find_files(path, finder.excluded, compose=True)
+            found = find_files(
+                path,
+                finder.excluded,
+                compose=True,
+                on_outside=functools.partial(_warn_outside, raw),
+            )
             if not found:
                 click.echo(f"gpulint: warning: no Dockerfiles or compose files found under {raw}", err=True)
             files.extend(str(p) for p in found)

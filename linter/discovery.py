@@ -38,13 +38,15 @@ def find_files(
     directory: Path,
     exclude: tuple[str, ...] | Callable[[Path], bool] = (),
     compose: bool = False,
+    on_outside: Callable[[Path], None] | None = None,
 ) -> list[Path]:
     """Dockerfiles (with ``compose``, also compose files) under ``directory``, skipping VCS
     folders, .gitignore'd and excluded paths.
 
     ``exclude`` is a tuple of glob patterns (matched against the path and its name) or a
     function that says whether a file or folder is excluded. Kubernetes manifests have no
-    names of their own: they are linted only when named.
+    names of their own: they are linted only when named. A symlink that leads out of
+    ``directory`` is not read: it goes to ``on_outside``.
     """
     if callable(exclude):
         excluded = exclude
@@ -55,15 +57,42 @@ def find_files(
             return _excluded(path, patterns)
 
     found: list[Path] = []
+    top = os.path.realpath(directory)
     for root, dirs, files in os.walk(directory):
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not excluded(Path(root, d)))
         for name in sorted(files):
             if is_dockerfile_name(name) or (compose and is_compose_name(name)):
                 path = Path(root, name)
                 # a FIFO or device named Dockerfile would block or never end: regular files only
-                if path.is_file() and not excluded(path):
-                    found.append(path)
+                if not path.is_file() or excluded(path):
+                    continue
+                # a link out of the tree (`creds.Dockerfile -> ~/.git-credentials`) is not read
+                if path.is_symlink() and not is_inside(str(path), top):
+                    if on_outside is not None:
+                        on_outside(path)
+                    continue
+                found.append(path)
     return _drop_gitignored(directory, found)
+
+
+def linted_root(path: str) -> str:
+    """The tree a file named from input may read in: the git work tree that holds ``path``
+    (a CI checkout), else ``path``'s own directory. A real path (symlinks resolved)."""
+    start = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+    directory = start
+    while True:
+        if os.path.lexists(os.path.join(directory, ".git")):
+            return directory
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return start
+        directory = parent
+
+
+def is_inside(path: str, root: str) -> bool:
+    """Whether ``path``, symlinks resolved, lies in ``root`` (a real path)."""
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def _excluded(path: Path, patterns: tuple[str, ...]) -> bool:

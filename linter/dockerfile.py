@@ -44,6 +44,8 @@ KNOWN_INSTRUCTIONS = frozenset(
 HEREDOC_INSTRUCTIONS = frozenset({"RUN", "COPY", "ADD"})
 _FLAG_RE = lazy_re(r"--([A-Za-z][A-Za-z0-9-]*)(?:=((?:\"[^\"]*\"|'[^']*'|\S)*))?")
 _HEREDOC_RE = lazy_re(r"<<(-?)(?:\"([^\"\n]+)\"|'([^'\n]+)'|([A-Za-z_][A-Za-z0-9_.-]*))")
+# an unknown first word is quoted in GL001 only when it could be a misspelt keyword
+_KEYWORD_LIKE_RE = lazy_re(r"[A-Za-z]{1,12}")  # HEALTHCHECK is 11
 _DIRECTIVE_RE = lazy_re(r"^#\s*([A-Za-z][A-Za-z0-9_-]*)\s*=\s*(.*?)\s*$")
 
 
@@ -294,7 +296,12 @@ def parse_dockerfile(
             _fold_heredocs(instr, lines, problems)
         if instr.keyword not in KNOWN_INSTRUCTIONS:
             first_word = lines[i].split(None, 1)[0]
-            problems.append(ParseProblem(instr.line, f"unknown instruction {first_word!r}"))
+            if _KEYWORD_LIKE_RE.fullmatch(first_word):
+                problems.append(ParseProblem(instr.line, f"unknown instruction {first_word!r}"))
+            else:  # not a word: quoting it would echo a non-Dockerfile's lines (tokens, passwd)
+                problems.append(
+                    ParseProblem(instr.line, "unknown instruction: the line does not start with a keyword")
+                )
         instructions.append(instr)
         _check_limits(path, instr, instructions)
         i = instr.end_line  # 1-based end == 0-based index of the next line

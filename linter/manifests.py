@@ -689,6 +689,16 @@ class _ComposeLoader:
         self.on_crash = on_crash
         self.cache: dict[tuple[str, int], YamlFile | None] = {}
         self.builds: dict[tuple[str, tuple[tuple[str, str], ...], str | None], BuildInfo] = {}
+        from .discovery import linted_root
+
+        # nothing outside it is read: a build path or an extends/include file from an untrusted
+        # compose file must not turn ~/.git-credentials or /etc/passwd into findings
+        self.root = linted_root(ctx.path)
+
+    def outside(self, path: str) -> bool:
+        from .discovery import is_inside
+
+        return not is_inside(path, self.root)
 
     def load_file(self, path: str, interpolate: Interpolate, where: Node | None) -> YamlFile | None:
         key = (os.path.normpath(os.path.abspath(path)), id(interpolate))
@@ -697,6 +707,11 @@ class _ComposeLoader:
         self.cache[key] = None
         from .engine import InputError
 
+        if self.outside(path):
+            self.ctx.problems.append(
+                (where, where.path if where else path, f"{path} is outside {self.root}: not read")
+            )
+            return None
         try:
             text = _read_regular(path)
         except InputError as exc:
@@ -892,6 +907,16 @@ class _ComposeLoader:
 
         info = BuildInfo(node, path)
         self.builds[key] = info
+        for what, where in (("from", context), ("with", path)):
+            if self.outside(where):
+                self.ctx.problems.append(
+                    (
+                        node,
+                        node.path,
+                        f"service '{service.name}' builds {what} {where}, outside {self.root}: not read",
+                    )
+                )
+                return info
         try:
             text = _read_regular(path)
         except InputError as exc:
