@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 
 from . import data
@@ -21,9 +22,12 @@ _TF_TAG = lazy_re(r"^(?P<ver>\d+\.\d+(?:\.\d+)?|latest|nightly)?-?gpu(?:-py3)?(?
 
 # Tag words that name a moving target rather than a release (data: base_images.floating_tag_words).
 _TAG_SEGMENT = lazy_re(r"[-._]")
-# A segment that pins a tag again: a version (2.4, v1), a date or build number (20240101),
-# or a commit hash (abc1234).
-_PINNING_SEGMENT = lazy_re(r"^(?:v?\d+|\d{4,}|(?=[0-9a-f]*\d)[0-9a-f]{7,40})$")
+# What pins a branch tag again: a version (2.4, v1), a date or build number (20240101,
+# llama.cpp's b4719), or a commit hash (3f2a9c1). A bare small number is not one: in
+# `latest-gpu-nvidia-cuda-12` it is the CUDA major.
+_PINNING_PART = lazy_re(
+    r"\d+\.\d+|\d{4,}|(?:^|[-._])[vb]\d+(?=$|[-._])|(?:^|[-._])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?=$|[-._])"
+)
 
 
 @functools.cache
@@ -45,7 +49,7 @@ def tag_floats(tag: str | None) -> bool:
     parts = [p for p in _TAG_SEGMENT.split(tag) if p]
     if len(parts) < 2 or not (parts[0] in edge or parts[-1] in edge):
         return False
-    return not any(_PINNING_SEGMENT.match(p) for p in parts)
+    return parts[0] == "latest" or not _PINNING_PART.search(tag)
 
 
 @dataclass(frozen=True)
@@ -80,10 +84,11 @@ class BaseInfo:
         return int(self.cuda.split(".")[0])
 
 
-def floating_tag_problem(ref: ImageRef, info: BaseInfo) -> str | None:
+def floating_tag_problem(ref: ImageRef, info: BaseInfo, gpu: bool = False) -> str | None:
     """What is floating about ``ref``'s tag (None when pinned): no tag, :latest, a branch or
-    channel (``nightly``, ``main-base``, ``latest-gpu-py3``), or a tag that names no single
-    release of a GPU image (``12.4-devel``)."""
+    channel (``nightly``, ``main-base``, ``latest-gpu-py3``), a tag that names no single
+    release of a GPU image (``12.4-devel``), or - for a GPU image (``gpu``) - a tag with no
+    version at all (``server-cuda``, ``gpu``): the project's rolling build of that flavour."""
     if ref.digest:
         return None
     if ref.tag is None:
@@ -92,6 +97,8 @@ def floating_tag_problem(ref: ImageRef, info: BaseInfo) -> str | None:
         return "uses :latest"
     if info.floating:
         return f"uses the floating tag :{ref.tag}"
+    if gpu and not any(ch.isdigit() for ch in ref.tag):
+        return f"uses :{ref.tag}, a tag with no version that each release rebuilds"
     return None
 
 
@@ -109,10 +116,17 @@ def is_gpu_image(ref: ImageRef, info: BaseInfo | None = None) -> bool:
         not_gpu = facts["not_gpu_tags"].get(ref.full_name, [])
         return not (words & set(not_gpu))
     table = facts["gpu_images"]
+    if words & set(table["other_accelerator_tags"]):
+        return False
     known = ref.full_name in table["repositories"] or any(
         ref.full_name.startswith(p) for p in table["prefixes"]
     )
-    return known and not (words & set(table["other_accelerator_tags"]))
+    return known or any(_nvidia_tag_word().fullmatch(w) for w in words)
+
+
+@functools.cache
+def _nvidia_tag_word() -> re.Pattern[str]:
+    return re.compile("|".join(data.load("compose")["gpu_images"]["nvidia_tag_words"]))
 
 
 @functools.cache

@@ -1040,14 +1040,20 @@ def _doc_containers(doc: Node, depth: int) -> list[Container]:
     items = doc.get("items")
     if kind.endswith("List") and items is not None:
         return [c for item in items.seq for c in _doc_containers(item, depth + 1)]
+    name = doc.get("metadata", "name")
+    workload = f"{kind}/{name.text() if name is not None else '?'}"
     spec_path = POD_SPEC_PATHS.get(kind)
     if spec_path is None:
-        return []
+        # a custom resource (PyTorchJob, RayCluster, LeaderWorkerSet, Volcano Job, KServe...):
+        # its pod specs are wherever a `containers` list of images is
+        return [c for spec in _custom_pod_specs(doc) for c in _spec_containers(spec, workload)]
     spec = doc.get(*spec_path)
     if spec is None or not spec.is_map:
         return []
-    name = doc.get("metadata", "name")
-    workload = f"{kind}/{name.text() if name is not None else '?'}"
+    return _spec_containers(spec, workload)
+
+
+def _spec_containers(spec: Node, workload: str) -> list[Container]:
     out: list[Container] = []
     for key, init in (("initContainers", True), ("containers", False)):
         section = spec.get(key)
@@ -1056,6 +1062,33 @@ def _doc_containers(doc: Node, depth: int) -> list[Container]:
                 cname = item.get("name")
                 out.append(Container(cname.text() or "?" if cname else "?", item, workload, init))
     return out
+
+
+_CUSTOM_SPEC_DEPTH = 12  # PyTorchJob: spec.pytorchReplicaSpecs.Worker.template.spec is 5 deep
+_CUSTOM_SPEC_NODES = 20_000  # nodes visited per document at most: the walk stays linear and bounded
+
+
+def _custom_pod_specs(doc: Node) -> list[Node]:
+    """Maps under ``spec`` that hold a ``containers`` list whose items name an ``image``."""
+    found: list[Node] = []
+    root = doc.get("spec")
+    stack: list[tuple[Node, int]] = [(root, 0)] if root is not None else []
+    visited = 0
+    while stack and visited < _CUSTOM_SPEC_NODES:
+        node, depth = stack.pop()
+        visited += 1
+        if node.is_map:
+            containers = node.get("containers")
+            if containers is not None and any(
+                i.is_map and i.get("image") is not None for i in containers.seq
+            ):
+                found.append(node)
+                continue
+            if depth < _CUSTOM_SPEC_DEPTH:
+                stack.extend((value, depth + 1) for _, _, value in reversed(list(node.items())))
+        elif node.is_seq and depth < _CUSTOM_SPEC_DEPTH:
+            stack.extend((item, depth + 1) for item in reversed(node.seq))
+    return found
 
 
 def is_kubernetes(documents: list[Node]) -> bool:

@@ -270,11 +270,12 @@ class UnpinnedBaseImage(Rule):
                 continue
             info = classify(ref)
             name = stage.base.text
-            problem = floating_tag_problem(ref, info)
+            gpu = is_gpu_image(ref, info)
+            problem = floating_tag_problem(ref, info, gpu)
             if problem is None:
                 continue
             origin = _arg_origin(ctx, stage)
-            if is_gpu_image(ref, info):
+            if gpu:
                 hint = info.pin_hint
                 if origin:
                     hint = f"set the ARG default to a full version ({hint})"

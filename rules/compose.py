@@ -686,7 +686,7 @@ def _unpinned_images(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
             continue
         info = classify(ref)
         gpu = is_gpu_image(ref, info) or info.gpu
-        problem = floating_tag_problem(ref, info)
+        problem = floating_tag_problem(ref, info, gpu)
         if problem is None:
             continue
         name = node.described()

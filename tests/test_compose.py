@@ -633,3 +633,19 @@ def test_branch_tags_float_in_compose_as_in_dockerfiles(image: str, severity: st
 def test_pinned_branch_like_tags_do_not_float_in_compose() -> None:
     text = "services:\n  a:\n    image: ghcr.io/acme/app:nightly-20240101\n  b:\n    image: ghcr.io/acme/app:main-3f2a9c1\n"
     assert lint_manifest("compose.yaml", text, Config(select=("GL103",)), environ={}).findings == []
+
+
+def test_custom_resource_walk_is_bounded() -> None:
+    """A custom resource nested far deeper than any pod template is walked to a fixed depth."""
+    from gpulint.manifests import k8s_containers, parse_yaml
+
+    deep = (
+        "x:\n"
+        + "".join("  " * i + f"k{i}:\n" for i in range(1, 200))
+        + "  " * 200
+        + "containers: [{image: a}]\n"
+    )
+    text = "apiVersion: example.com/v1\nkind: Deep\nmetadata: {{name: d}}\nspec:\n" + "\n".join(
+        "  " + line for line in deep.splitlines()
+    )
+    assert k8s_containers(parse_yaml("deep.yaml", text).documents) == []
