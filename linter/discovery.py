@@ -7,27 +7,33 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-DOCKERFILE_PATTERNS = (
-    "Dockerfile",
-    "Dockerfile.*",
-    "*.Dockerfile",
-    "*.dockerfile",
-    "Containerfile",
-    "Containerfile.*",
+from .lazyre import lazy_re
+
+# The names people give Dockerfiles, in any case: Dockerfile, Dockerfile.gpu, Dockerfile-gpu,
+# Dockerfile_gpu, gpu.Dockerfile, app.containerfile, Containerfile.cuda, dockerfile... The same
+# two regexes are the pre-commit hook's `files:` and `exclude:` (a test keeps them equal), so a
+# directory walk and the hook pick the same files.
+DOCKERFILE_FILES_RE = r"(^|/)(?i:(docker|container)file([._-][^/]*)?|[^/]*\.(docker|container)file)$"
+# Matched by the names above but not Dockerfiles: BuildKit's per-Dockerfile ignore files
+# (`Dockerfile.dockerignore`), editor/merge leftovers, and docs, scripts and data about Dockerfiles
+# (`Dockerfile.md`, `dockerfile_utils.py`, `Dockerfile-lint.yaml`).
+DOCKERFILE_EXCLUDE_RE = (
+    r"(?i:\.(dockerignore|swp|orig|rej|bak|md|markdown|rst|txt|adoc|html|py|sh|bash|ps1|go|rs|js|ts"
+    r"|json|ya?ml|toml|ini|cfg|lock|sum|xml|csv|log)|~)$"
 )
-# Matched by the patterns above but not Dockerfiles: BuildKit's per-Dockerfile ignore files
-# (`Dockerfile.dockerignore`, `app.Dockerfile.dockerignore`) and editor/merge leftovers.
-NOT_DOCKERFILE_SUFFIXES = (".dockerignore", ".swp", ".orig", ".rej", ".bak", "~")
 COMPOSE_PATTERNS = ("compose*.yml", "compose*.yaml", "docker-compose*.yml", "docker-compose*.yaml")
 SKIP_DIRS = frozenset({".git", ".hg", ".svn"})
 # a compose/Kubernetes file larger than this is refused (a Dockerfile: engine.MAX_FILE_BYTES)
 MAX_MANIFEST_BYTES = 2 * 1024 * 1024
 
 
+_FILES = lazy_re(DOCKERFILE_FILES_RE)
+_EXCLUDE = lazy_re(DOCKERFILE_EXCLUDE_RE)
+
+
 def is_dockerfile_name(name: str) -> bool:
-    if name.endswith(NOT_DOCKERFILE_SUFFIXES):
-        return False
-    return any(fnmatch.fnmatchcase(name, p) for p in DOCKERFILE_PATTERNS)
+    """Whether a file of this name is a Dockerfile (what the pre-commit hook's pattern says too)."""
+    return _FILES.search(name) is not None and _EXCLUDE.search(name) is None
 
 
 def is_compose_name(name: str) -> bool:

@@ -10,29 +10,62 @@ from pathlib import Path
 import pytest
 from gpulint.discovery import find_files, is_dockerfile_name
 
-
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("Dockerfile", True),
-        ("Dockerfile.gpu", True),
-        ("Dockerfile.cuda12.4", True),
-        ("train.Dockerfile", True),
-        ("serve.dockerfile", True),
-        ("Containerfile", True),
-        ("Containerfile.dev", True),
-        ("Dockerfile.dockerignore", False),
-        ("train.Dockerfile.dockerignore", False),
-        ("Dockerfile~", False),
-        (".dockerignore", False),
-        ("dockerfile.md", False),
-        ("Dockerfiles", False),
-        ("README.md", False),
-        ("docker-compose.yml", False),
-    ],
+# The names people give Dockerfiles, and the look-alikes that are not Dockerfiles. The pre-commit
+# hook's pattern is checked against the same lists (tests/test_precommit.py).
+DOCKERFILE_NAMES = (
+    "Dockerfile",
+    "Dockerfile.gpu",
+    "Dockerfile.cuda12.4",
+    "Dockerfile-gpu",
+    "Dockerfile_gpu",
+    "Dockerfile.j2",
+    "dockerfile",
+    "dockerfile.gpu",
+    "DOCKERFILE",
+    "train.Dockerfile",
+    "serve.dockerfile",
+    "Containerfile",
+    "Containerfile.dev",
+    "Containerfile.cuda",
+    "Containerfile-gpu",
+    "containerfile",
+    "app.containerfile",
+    "app.Containerfile",
 )
-def test_names(name: str, expected: bool) -> None:
-    assert is_dockerfile_name(name) is expected
+NOT_DOCKERFILE_NAMES = (
+    "Dockerfile.dockerignore",
+    "train.Dockerfile.dockerignore",
+    "Dockerfile~",
+    "Dockerfile.swp",
+    ".dockerignore",
+    "dockerfile.md",
+    "Dockerfile-README.md",
+    "dockerfile_utils.py",
+    "Dockerfile-lint.yaml",
+    "dockerfile.json",
+    "Dockerfiles",
+    "mydockerfile",
+    "dockerfiles.txt",
+    "README.md",
+    "docker-compose.yml",
+    "containerfile-notes.txt",
+)
+
+
+@pytest.mark.parametrize("name", DOCKERFILE_NAMES)
+def test_dockerfile_names(name: str) -> None:
+    assert is_dockerfile_name(name)
+
+
+@pytest.mark.parametrize("name", NOT_DOCKERFILE_NAMES)
+def test_not_dockerfile_names(name: str) -> None:
+    assert not is_dockerfile_name(name)
+
+
+def test_a_walk_finds_every_name_people_use(tmp_path: Path) -> None:
+    make_tree(tmp_path, [f"d{i}/{name}" for i, name in enumerate(DOCKERFILE_NAMES + NOT_DOCKERFILE_NAMES)])
+    found = {Path(p).name for p in rel(tmp_path, find_files(tmp_path))}
+    assert found == set(DOCKERFILE_NAMES)
 
 
 def make_tree(root: Path, files: list[str]) -> None:

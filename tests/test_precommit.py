@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
+from gpulint.discovery import DOCKERFILE_EXCLUDE_RE, DOCKERFILE_FILES_RE
 from precommit_support import REPO_ROOT, try_repo
+from test_discovery import DOCKERFILE_NAMES, NOT_DOCKERFILE_NAMES
 
 EXAMPLES = REPO_ROOT / "fixtures" / "examples"
 
@@ -18,25 +21,31 @@ def test_hook_definition() -> None:
     (hook,) = [h for h in hooks if h["id"] == "gpulint"]
     assert hook["language"] == "python"
     assert hook["entry"].split()[0] == "gpulint"
-    import re
-
+    # the hook picks exactly the files a directory walk picks
+    assert (hook["files"], hook["exclude"]) == (DOCKERFILE_FILES_RE, DOCKERFILE_EXCLUDE_RE)
     files = re.compile(hook["files"])
     exclude = re.compile(hook["exclude"])
-    for name in (
-        "Dockerfile",
-        "docker/Dockerfile.gpu",
-        "train.Dockerfile",
-        "a/b.dockerfile",
-        "Containerfile",
-    ):
-        assert files.search(name) and not exclude.search(name), name
-    for name in (
-        "README.md",
-        "Dockerfile.dockerignore",
-        "docker/app.Dockerfile.dockerignore",
-        "dockerfiles.txt",
-    ):
-        assert not (files.search(name) and not exclude.search(name)), name
+    for name in DOCKERFILE_NAMES:
+        for path in (name, f"docker/{name}", f"a/b/{name}"):
+            assert files.search(path) and not exclude.search(path), path
+    for name in NOT_DOCKERFILE_NAMES:
+        for path in (name, f"docker/{name}"):
+            assert not (files.search(path) and not exclude.search(path)), path
+
+
+@pytest.mark.integration
+def test_precommit_lints_every_name_people_use(
+    tmp_path: Path, pre_commit_home: Path, require_tool: Callable[[str], str]
+) -> None:
+    bad = (EXAMPLES / "llm-server.Dockerfile").read_text("utf-8")
+    names = ("Dockerfile-gpu", "Dockerfile_gpu", "app.containerfile", "dockerfile", "Containerfile.cuda")
+    files = {f"svc{i}/{name}": bad for i, name in enumerate(names)}
+    files["docs/Dockerfile-README.md"] = "# how we build\n"
+    proc = try_repo("gpulint", files, tmp_path, pre_commit_home, require_tool)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    for path in files:
+        assert (f"{path}:3:1: GL101" in out) is path.startswith("svc"), (path, out)
 
 
 @pytest.mark.integration
