@@ -16,10 +16,11 @@ from .lazyre import lazy_re
 DOCKERFILE_FILES_RE = r"(^|/)(?i:(docker|container)file([._-][^/]*)?|[^/]*\.(docker|container)file)$"
 # Matched by the names above but not Dockerfiles: BuildKit's per-Dockerfile ignore files
 # (`Dockerfile.dockerignore`), editor/merge leftovers, and docs, scripts and data about Dockerfiles
-# (`Dockerfile.md`, `dockerfile_utils.py`, `Dockerfile-lint.yaml`).
+# (`Dockerfile.md`, `dockerfile_utils.py`, `Dockerfile-lint.sh`). A `.yaml` name such as `Dockerfile.yaml`
+# stays a Dockerfile: a Dockerfile name wins over the YAML suffix (see is_manifest_path).
 DOCKERFILE_EXCLUDE_RE = (
     r"(?i:\.(dockerignore|swp|orig|rej|bak|md|markdown|rst|txt|adoc|html|py|sh|bash|ps1|go|rs|js|ts"
-    r"|json|ya?ml|toml|ini|cfg|lock|sum|xml|csv|log)|~)$"
+    r"|json|toml|ini|cfg|lock|sum|xml|csv|log)|~)$"
 )
 COMPOSE_PATTERNS = ("compose*.yml", "compose*.yaml", "docker-compose*.yml", "docker-compose*.yaml")
 SKIP_DIRS = frozenset({".git", ".hg", ".svn"})

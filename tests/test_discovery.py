@@ -41,7 +41,7 @@ NOT_DOCKERFILE_NAMES = (
     "dockerfile.md",
     "Dockerfile-README.md",
     "dockerfile_utils.py",
-    "Dockerfile-lint.yaml",
+    "Dockerfile-lint.sh",
     "dockerfile.json",
     "Dockerfiles",
     "mydockerfile",
