@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import data
 from .context import LintContext
 from .dockerfile import Instruction, Stage
-from .installers import Install, PackageSpec
+from .installers import Install, PackageSpec, parse_pip_wheel
 from .lazyre import lazy_re
 from .shell import Command
 
@@ -38,6 +39,30 @@ _EXPORT_RE = lazy_re(
 )
 _PAIR_RE = lazy_re(r"([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|\S*)")
 _DS_BUILD_RE = lazy_re(r"^DS_BUILD_[A-Z0-9_]+$")
+# host compilers: g++ -I/usr/local/cuda/include ... -lcudart needs the devel image's headers and link libraries
+_HOST_COMPILER_RE = lazy_re(
+    r"^((x86_64|aarch64)-linux-gnu-)?(gcc|g\+\+|cc|c\+\+|clang|clang\+\+)(-\d+(\.\d+)*)?$"
+)
+_CUDA_INCLUDE_RE = lazy_re(r"^-(I|isystem)?.*cuda", re.I)
+# the CUDA toolkit's libraries: their unversioned .so link names (and libcuda's stub) are only in devel images
+_CUDA_LINK_RE = lazy_re(
+    r"^-l(cudart|cudart_static|cuda|cublas|cublasLt|cufft|curand|cusparse|cusolver|nvrtc|nvToolsExt|nvjpeg"
+    r"|npp\w*|cudnn|nvinfer\w*|nvonnxparser|nccl)$"
+)
+# autoconf options that build against the CUDA toolkit: FFmpeg's nvcc filters and NPP, Open MPI's and UCX's
+# CUDA support (their configure scripts look for cuda.h); FFmpeg's --enable-nvenc/--enable-cuvid/
+# --enable-ffnvcodec use nv-codec-headers and load the driver at run time: no toolkit
+_CONFIGURE_CUDA_RE = lazy_re(r"^--(enable-cuda-nvcc|enable-cuda-sdk|enable-libnpp|with-cuda(=(?!no$).*)?)$")
+# compiler search paths: only compilers read them, so pointing them at CUDA means compiling against it
+_COMPILE_PATH_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "CPLUS_INCLUDE_PATH", "LIBRARY_PATH")
+# an entry script that JIT-compiles torch extensions when the container starts
+_JIT_LOAD_RE = lazy_re(
+    r"cpp_extension\.load(_inline)?\s*\(|load_inline\s*\(|from\s+torch\.utils\.cpp_extension\s+import[^\n]*\bload\b"
+)
+_MAX_SCRIPT_BYTES = 256 * 1024
+_MAX_SCANNED_SOURCES = 400
+# jax[cuda12_local] / jax[cuda12-local]: jaxlib's CUDA plugin without the nvidia-* wheels (JAX's install guide)
+_JAX_LOCAL_EXTRA = lazy_re(r"^cuda\d*[-_](pip[-_])?local$", re.I)
 _SOURCE_ARCHIVE_RE = lazy_re(r"\.(tar\.gz|tgz|tar\.bz2|zip)$", re.I)
 
 
@@ -45,7 +70,11 @@ _SOURCE_ARCHIVE_RE = lazy_re(r"\.(tar\.gz|tgz|tar\.bz2|zip)$", re.I)
 class CompileSignal:
     line: int
     reason: str
-    certain: bool  # True: this certainly runs nvcc; False: it may
+    certain: bool  # True: this certainly needs the toolkit (nvcc or its headers); False: it may
+    runtime: bool = False  # the compile happens when the container runs (JIT), not during docker build
+    # False: no GPU arch list applies - host code against the CUDA headers and libraries, or a configure
+    # script whose CUDA parts are host code or PTX (FFmpeg compiles its CUDA filters to PTX)
+    device_code: bool = True
 
 
 def _packages_table() -> dict[str, Any]:
@@ -105,6 +134,15 @@ def _compile_signals(ctx: LintContext, stages: list[Stage]) -> list[CompileSigna
                 for key, value in instr.key_values():
                     if key in ARCH_VARIABLES:
                         out.append(CompileSignal(instr.line, f"sets {key}", False))
+                    elif key in _COMPILE_PATH_VARIABLES and "cuda" in value.lower():
+                        out.append(
+                            CompileSignal(
+                                instr.line,
+                                f"sets {key} to the CUDA toolkit for compiling against it",
+                                False,
+                                device_code=False,
+                            )
+                        )
                     elif key == "CUDA_HOME" and value:
                         # torch's cpp_extension (and setup.py builds) find nvcc through it
                         out.append(
@@ -120,13 +158,83 @@ def _compile_signals(ctx: LintContext, stages: list[Stage]) -> list[CompileSigna
                         out.append(CompileSignal(instr.line, f"sets {key} (DeepSpeed builds that op)", False))
             elif instr.keyword in ("CMD", "ENTRYPOINT"):
                 if _CPP_EXT_RE.search(instr.args) or re.search(r"\bnvcc\b", instr.args):
-                    out.append(CompileSignal(instr.line, "compiles CUDA code at run time", True))
+                    out.append(
+                        CompileSignal(instr.line, "compiles CUDA code at run time", True, runtime=True)
+                    )
+                else:
+                    out.extend(_entry_script_signals(ctx, stage, instr))
+            elif instr.keyword in ("COPY", "ADD") and instr.flag("from") is None:
+                out.extend(_copied_jit_signals(ctx, instr))
             elif instr.keyword == "RUN":
                 commands = ctx.commands(instr)
                 for cmd in commands:
                     out.extend(_command_signals(ctx, instr, cmd))
                 out.extend(_arch_assignments(instr, commands))
     return out
+
+
+def _entry_words(instr: Instruction) -> list[str]:
+    exec_form = instr.exec_form
+    return exec_form if exec_form is not None else instr.args.split()
+
+
+def _read_script(path: Path) -> str | None:
+    try:
+        if not path.is_file() or path.stat().st_size > _MAX_SCRIPT_BYTES:
+            return None
+        return path.read_text("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _entry_script_signals(ctx: LintContext, stage: Stage, instr: Instruction) -> list[CompileSignal]:
+    """A CMD/ENTRYPOINT script from the build context that JIT-compiles torch extensions at start-up."""
+    from .buildcontext import context_file_for
+
+    if ctx.context_dir is None:
+        return []
+    for word in _entry_words(instr)[:16]:
+        if not word.endswith((".py", ".sh")) or "$" in word:
+            continue
+        local = context_file_for(ctx, stage, instr, word)
+        text = _read_script(local) if local is not None else None
+        if text is not None and _JIT_LOAD_RE.search(text):
+            return [
+                CompileSignal(
+                    instr.line,
+                    f"{word} compiles a torch extension with cpp_extension at start-up (nvcc at run time)",
+                    False,
+                    runtime=True,
+                )
+            ]
+    return []
+
+
+def _copied_jit_signals(ctx: LintContext, instr: Instruction) -> list[CompileSignal]:
+    """Python sources a COPY brings in that JIT-compile torch extensions (cpp_extension.load) when run."""
+    from .contextfiles import copied_files, resolve_inside
+
+    if ctx.context_dir is None:
+        return []
+    scanned = 0
+    for item in copied_files(ctx, instr):
+        if not item.relative.endswith(".py") or item.size > _MAX_SCRIPT_BYTES:
+            continue
+        scanned += 1
+        if scanned > _MAX_SCANNED_SOURCES:
+            break
+        local = resolve_inside(ctx.context_dir, item.relative)
+        text = _read_script(local) if local is not None else None
+        if text is not None and _JIT_LOAD_RE.search(text):
+            return [
+                CompileSignal(
+                    instr.line,
+                    f"copies {item.relative}, which compiles a torch extension with cpp_extension when it runs",
+                    False,
+                    runtime=True,
+                )
+            ]
+    return []
 
 
 def _arch_assignments(instr: Instruction, commands: list[Command]) -> list[CompileSignal]:
@@ -149,6 +257,24 @@ def _command_signals(ctx: LintContext, instr: Instruction, cmd: Command) -> list
     out: list[CompileSignal] = []
     if name == "nvcc" and not any(v in ("--version", "-V", "--help", "-h") for v in values):
         out.append(CompileSignal(cmd.line, "runs nvcc", True))
+    elif _HOST_COMPILER_RE.match(name) and any(
+        _CUDA_INCLUDE_RE.match(v) or _CUDA_LINK_RE.match(v) for v in values
+    ):
+        out.append(
+            CompileSignal(
+                cmd.line,
+                f"compiles against the CUDA headers and libraries with {name} (the devel image has them)",
+                True,
+                device_code=False,
+            )
+        )
+    elif name == "configure" and any(_CONFIGURE_CUDA_RE.match(v) for v in values):
+        flag = next(v for v in values if _CONFIGURE_CUDA_RE.match(v))
+        out.append(
+            CompileSignal(
+                cmd.line, f"configures a build against the CUDA toolkit ({flag})", True, device_code=False
+            )
+        )
     elif name == "cmake":
         cmake_args = [*values, _env_value(instr, cmd, "CMAKE_ARGS") or ""]
         if any(_CMAKE_CUDA_RE.search(v) for v in cmake_args):
@@ -171,6 +297,8 @@ def _command_signals(ctx: LintContext, instr: Instruction, cmd: Command) -> list
     for c, inst in ctx.installs(instr):
         if c is cmd:
             install = inst
+    if install is None:
+        install = parse_pip_wheel(cmd)  # `pip wheel` builds what `pip install` would, without installing it
     if install is None or install.manager != "pip":
         return out
     out.extend(_pip_signals(ctx, ctx.stage_of(instr), instr, cmd, install))
@@ -220,6 +348,17 @@ def _pip_signals(
     sdist_only = _sdist_only_packages()
     jit = _jit_packages()
     for spec in install.packages:
+        local_jax = _local_cuda_jax(spec)
+        if local_jax:
+            out.append(
+                CompileSignal(
+                    cmd.line,
+                    f"installs {local_jax}, which uses the image's CUDA: XLA runs the toolkit's ptxas at run time",
+                    False,
+                    runtime=True,
+                )
+            )
+            continue
         source_build = _is_source(spec)
         name = spec.name or (repo_package(spec) if source_build else None)
         label = name or spec.raw
@@ -246,6 +385,7 @@ def _pip_signals(
                         cmd.line,
                         "installs DeepSpeed, which JIT-compiles its ops with nvcc at run time",
                         False,
+                        runtime=True,
                     )
                 )
             elif name == "apex" and source_build and not (cuda_ext_flag or apex_env):
@@ -262,6 +402,7 @@ def _pip_signals(
                         cmd.line,
                         f"installs {label}, which JIT-compiles its kernels with nvcc at run time",
                         False,
+                        runtime=True,
                     )
                 )
             elif name in sdist_only and spec.kind == "requirement" and not _wheel_source_given(install):
@@ -294,6 +435,17 @@ def _pip_signals(
                 CompileSignal(cmd.line, f"builds {editable} in place against the installed torch", False)
             )
     return out
+
+
+def _local_cuda_jax(spec: PackageSpec) -> str | None:
+    """``jax[cuda12_local]``, or an old ``jaxlib==0.3.25+cuda11.cudnn82`` wheel: JAX on the image's own CUDA,
+    whose XLA compiles PTX with the toolkit's ptxas when the program runs (no nvidia-cuda-nvcc wheel)."""
+    if spec.name == "jax":
+        extra = next((e for e in spec.extras if _JAX_LOCAL_EXTRA.match(e)), None)
+        return f"jax[{extra}]" if extra else None
+    if spec.name == "jaxlib" and "cuda" in (spec.local or "").lower():
+        return f"jaxlib+{spec.local}"
+    return None
 
 
 def _cmake(instr: Instruction, cmd: Command) -> str:
@@ -366,3 +518,105 @@ def local_project_builds_cuda(
     except OSError:
         return None
     return False
+
+
+# -- what the image is for -----------------------------------------------------------------------------
+
+# programs that make a container an interactive workspace: people open a shell, a notebook or an SSH
+# session in it and build and run whatever they work on (the toolkit and compilers are its point)
+_SHELLS = frozenset({"bash", "sh", "zsh", "fish", "dash"})
+_WORKSPACE_SERVERS = frozenset({"jupyter-lab", "jupyter-notebook", "jupyter-server", "code-server", "sshd"})
+_ENTRY_WRAPPERS = frozenset({"tini", "dumb-init", "gosu", "su-exec", "env"})
+_WRAPPER_SCRIPT_RE = lazy_re(r"entrypoint[\w.-]*\.sh$", re.I)
+# compilers and build drivers installed on purpose (apt/yum names)
+_TOOLCHAIN_PACKAGE_RE = lazy_re(
+    r"^(build-essential|gcc(-\d+)?|g\+\+(-\d+)?|gcc-c\+\+|clang(-\d+)?|cmake|ninja-build|make|autoconf|automake"
+    r"|devtoolset-\d+(-toolchain)?)$"
+)
+# a path component that names a build tree: build, _build, build-release, cmake-build-debug
+_BUILD_DIR_RE = lazy_re(r"^(_?build(s)?|build[-_.][\w.-]+|cmake-build[-\w.]*)$", re.I)
+_LOADER_PATH_VARIABLES = ("LD_LIBRARY_PATH", "PATH", "PYTHONPATH", "LIBRARY_PATH")
+
+
+def _strip_wrappers(words: list[str]) -> list[str]:
+    while words:
+        program = words[0].rsplit("/", 1)[-1]
+        if program in _ENTRY_WRAPPERS:
+            words = words[1:]
+            while words and (words[0].startswith("-") or "=" in words[0]):
+                words = words[1:]
+        else:
+            break
+    return words
+
+
+def _interactive(words: list[str]) -> str | None:
+    """The program, when this command line opens an interactive workspace (shell, notebook, sshd...)."""
+    words = _strip_wrappers(words)
+    if not words:
+        return None
+    program = words[0].rsplit("/", 1)[-1]
+    rest = words[1:]
+    if program in _SHELLS and all(w.startswith("-") and w != "-c" for w in rest):
+        return program
+    if program == "jupyter" and rest and rest[0] in ("lab", "notebook", "server"):
+        return f"jupyter {rest[0]}"
+    if program in _WORKSPACE_SERVERS:
+        return program
+    if program == "sleep" and rest == ["infinity"]:
+        return "sleep infinity"
+    if program == "tail" and "-f" in rest and "/dev/null" in rest:
+        return "tail -f /dev/null"
+    return None
+
+
+def entry_point(chain: list[Stage]) -> tuple[Instruction | None, Instruction | None]:
+    """The ENTRYPOINT and CMD the shipped image runs, as its Dockerfile sets them (None: inherited)."""
+    entry: Instruction | None = None
+    cmd: Instruction | None = None
+    for stage in reversed(chain):
+        for instr in stage.instructions:
+            if instr.keyword == "ENTRYPOINT":
+                entry = instr
+                cmd = None  # Docker resets CMD when ENTRYPOINT is set
+            elif instr.keyword == "CMD":
+                cmd = instr
+    return entry, cmd
+
+
+def workspace_entry(chain: list[Stage]) -> str | None:
+    """``CMD ["bash"]``, ``jupyter lab``, ``sleep infinity``...: the image is a workspace people develop in."""
+    entry, cmd = entry_point(chain)
+    if entry is not None:
+        words = _entry_words(entry)
+        program = _strip_wrappers(words)[:1]
+        wrapper = not program or bool(_WRAPPER_SCRIPT_RE.search(program[0]))
+        if not wrapper:
+            return _interactive(words)
+    return _interactive(_entry_words(cmd)) if cmd is not None else None
+
+
+def build_container(ctx: LintContext, chain: list[Stage]) -> str | None:
+    """A build environment: compilers or build drivers installed on purpose and a build tree on a loader
+    or search path that the Dockerfile never builds itself (it is built when the container runs)."""
+    tools = [
+        spec.name
+        for stage in chain
+        for _, _, install in ctx.stage_installs(stage)
+        if install.manager in ("apt", "yum")
+        for spec in install.packages
+        if spec.name and _TOOLCHAIN_PACKAGE_RE.match(spec.name)
+    ]
+    if not tools:
+        return None
+    for stage in chain:
+        for instr in stage.instructions:
+            if instr.keyword != "ENV":
+                continue
+            for key, value in instr.key_values():
+                if key not in _LOADER_PATH_VARIABLES:
+                    continue
+                for entry in value.split(":"):
+                    if any(_BUILD_DIR_RE.match(part) for part in entry.split("/")):
+                        return f"installs {tools[0]} and puts the build tree {entry} on {key}"
+    return None

@@ -159,6 +159,50 @@ def parse_install(cmd: Command) -> Install | None:
     return None
 
 
+def parse_pip_wheel(cmd: Command) -> Install | None:
+    """``pip wheel ...`` read as the install it builds: the specs it builds wheels of, not installed.
+
+    Only the rules that ask what gets compiled use it (a `pip wheel` of a CUDA extension runs nvcc);
+    the wheel directory (``-w``/``--wheel-dir``) is dropped so its value is not read as a package.
+    """
+    name = cmd.name
+    args = cmd.args
+    if _is_pip(name):
+        words = list(args)
+    elif re.match(r"^python(\d(\.\d+)?)?$", name):
+        words = []
+        for i, word in enumerate(args[:-1]):
+            if word.value == "-m" and args[i + 1].value in ("pip", "pip3"):
+                words = list(args[i + 2 :])
+                break
+            if not word.value.startswith("-"):
+                break
+    else:
+        return None
+    kept: list[Word] = []
+    skip = False
+    verb_seen = False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        if word.value in ("-w", "--wheel-dir"):
+            skip = True
+            continue
+        if word.value.startswith(("--wheel-dir=", "-w")):
+            continue  # --wheel-dir=/wheels, -w/wheels
+        if not verb_seen and not word.value.startswith("-"):
+            if word.value != "wheel":
+                return None
+            verb_seen = True
+            kept.append(Word("install", "install", word.line, word.column))
+            continue
+        kept.append(word)
+    if not verb_seen:
+        return None
+    return _pip(cmd, kept)
+
+
 # uv's flags that turn its cache off: --no-cache, -n, and pip's spelling as an alias (uv's CacheArgs)
 UV_NO_CACHE_FLAGS = ("--no-cache", "-n", "--no-cache-dir")
 

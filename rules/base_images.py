@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from gpulint import data
 from gpulint.buildcontext import pip_sources
 from gpulint.context import LintContext
-from gpulint.cudabuild import compile_signals
+from gpulint.cudabuild import build_container, compile_signals, entry_point, workspace_entry
 from gpulint.dockerfile import Stage
 from gpulint.expand import expand
 from gpulint.finding import Edit, Finding, Fix, FixSafety, Severity
@@ -33,13 +33,24 @@ class DevelFinalStage(Rule):
         extensions such as flash-attn, `TORCH_CUDA_ARCH_LIST` in an ENV, ARG or
         RUN, packages that JIT-compile kernels with nvcc at run time - DeepSpeed,
         FlashInfer, TensorRT-LLM -, `torch.utils.cpp_extension`, a local project
-        whose build context holds CUDA sources). Builder stages that are
+        whose build context holds CUDA sources, `pip wheel` of a CUDA extension,
+        host-compiler builds against the CUDA headers and libraries (`g++
+        -I/usr/local/cuda/include ... -lcudart`), configure scripts built against
+        the toolkit (`--enable-cuda-nvcc`, `--with-cuda`), `CPATH`/`LIBRARY_PATH`
+        pointed at CUDA, JAX on the image's own CUDA (`jax[cuda12_local]`: XLA runs
+        ptxas at run time), an entry script or copied source that JIT-compiles a
+        torch extension with `cpp_extension.load()`). Builder stages that are
         only copied from are not shipped and are never reported; NGC products
         with no runtime flavour to name (tritonserver, nemo) are not reported, nor
-        are Dockerfiles named for a base or development image (`Dockerfile.base`,
-        `Dockerfile-builder`, `Dockerfile.dev`, `devel.Dockerfile`, a
-        `.devcontainer/Dockerfile`): other builds start FROM those, or people
-        develop in them, and the toolkit is the point.
+        are Jetson images (`*-igpu` tags, L4T bases: no x86 runtime image runs
+        there), nor are Dockerfiles named for a base or development image
+        (`Dockerfile.base`, `Dockerfile-builder`, `Dockerfile.dev`,
+        `devel.Dockerfile`, a `.devcontainer/Dockerfile`), nor images whose entry
+        is a workspace (a shell, Jupyter, sshd, `sleep infinity`), build
+        containers (compilers installed and a build tree on `LD_LIBRARY_PATH`
+        or `PATH`), and NGC framework images extended with no CMD or ENTRYPOINT
+        of their own (development environments): other builds start FROM those,
+        or people develop in them, and the toolkit is the point.
 
         The message names the tag to ship: the `-runtime` tag of the same CUDA
         version, OS and variant (cuDNN, TensorRT kept), or `-base` when the CUDA
@@ -79,8 +90,14 @@ class DevelFinalStage(Rule):
             return
         if ctx.builds_a_toolchain_image:
             return
+        if is_jetson(root):
+            return  # no runtime image to name: pytorch/pytorch and nvidia/cuda have no Jetson (iGPU) CUDA
         if compile_signals(ctx, chain):
             return
+        if workspace_entry(chain) or build_container(ctx, chain):
+            return  # a workspace or build environment: building at run time is what it is for
+        if info.family == "ngc" and entry_point(chain) == (None, None):
+            return  # an NGC SDK image extended with no entry of its own: a development environment
         replacement, saving = _replacement(ctx, root, info, chain)
         shipped = chain[0]
         where = "the image" if len(ctx.stages) == 1 else f"shipped stage '{shipped.label}'"
@@ -94,6 +111,21 @@ class DevelFinalStage(Rule):
             help=f"use {replacement}; if a step does need nvcc, build in a devel builder stage and COPY --from it",
             fix=_switch_fix(ctx, root, chain, replacement),
         )
+
+
+def is_jetson(stage: Stage) -> bool:
+    """Is the stage's base a Jetson (L4T / iGPU) image? (data: base_images.jetson_images)"""
+    ref = stage.root.image
+    return ref is not None and jetson_reference(ref.full_name, ref.tag)
+
+
+def jetson_reference(name: str, tag: str | None) -> bool:
+    """``nvcr.io/nvidia/l4t-pytorch``, ``nvcr.io/nvidia/pytorch:24.05-py3-igpu``, ``dustynv/ros:humble-r36.2.0``."""
+    table = data.load("base_images")["jetson_images"]
+    tokens = set(re.split(r"[/:_.-]+", f"{name}:{tag or ''}".lower()))
+    if tokens & set(table["name_tokens"]):
+        return True
+    return tag is not None and any(re.search(pattern, tag) for pattern in table["tag_patterns"])
 
 
 # NGC images that are not an SDK around a framework but the product itself: no runtime

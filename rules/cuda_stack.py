@@ -93,13 +93,13 @@ def stage_compile_signals(ctx: LintContext, chain: list[Stage], info: BaseInfo) 
 # builds that use nvcc but not torch (C++/CUDA projects, CMake): torch's CUDA does not matter to them
 _PLAIN_CUDA_BUILD_RE = lazy_re(
     r"^(runs nvcc|configures a CUDA build with cmake|builds with (cmake|" + "|".join(GENERIC_BUILDERS) + ")"
-    r"|sets (CUDAARCHS|CMAKE_CUDA_ARCHITECTURES))$"
+    r"|sets (CUDAARCHS|CMAKE_CUDA_ARCHITECTURES)|configures a build against the CUDA toolkit .*)$"
 )
 
 
 def builds_against_torch(signals: list[CompileSignal]) -> bool:
     """Do any of these builds compile against the installed torch (cpp_extension, setup.py, pip)?"""
-    return any(not _PLAIN_CUDA_BUILD_RE.match(s.reason) for s in signals)
+    return any(s.device_code and not _PLAIN_CUDA_BUILD_RE.match(s.reason) for s in signals)
 
 
 def by_line(signals: list[CompileSignal]) -> list[tuple[int, list[str]]]:

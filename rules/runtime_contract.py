@@ -601,7 +601,8 @@ class CudaArchListMissing(Rule):
                 and any(v in ARCH_VARIABLES for v in preset.get(f"{info.family}/{info.framework}", []))
             ):
                 continue  # the base image sets the arch list (NGC PyTorch sets TORCH_CUDA_ARCH_LIST)
-            for line, all_reasons in by_line(certain_compile_signals(ctx, [stage])):
+            device_signals = [s for s in certain_compile_signals(ctx, [stage]) if s.device_code]
+            for line, all_reasons in by_line(device_signals):
                 # flash-attn's setup.py compiles for its own fixed list (FLASH_ATTN_CUDA_ARCHS, sm80/sm90...)
                 reasons = [r for r in all_reasons if not r.startswith("builds flash-attn from source")]
                 instr = ctx.dockerfile.instruction_at(line)

@@ -97,7 +97,11 @@ def test_pytorch_devel_names_the_runtime_tag() -> None:
 
 
 def test_ngc_framework_image() -> None:
-    text = dockerfile("FROM nvcr.io/nvidia/pytorch:24.05-py3", "RUN pip install --no-cache-dir peft==0.12.0")
+    text = dockerfile(
+        "FROM nvcr.io/nvidia/pytorch:24.05-py3",
+        "RUN pip install --no-cache-dir peft==0.12.0",
+        'CMD ["python", "train.py"]',
+    )
     f = only(gl101(text))
     assert "pytorch/pytorch:<torch>-cuda<X.Y>-cudnn<N>-runtime" in f.message
     text = dockerfile("FROM nvcr.io/nvidia/tensorflow:24.05-tf2-py3", 'CMD ["python"]')
@@ -148,7 +152,7 @@ def test_builder_stage_only_copied_from() -> None:
 def test_target_selects_the_shipped_stage() -> None:
     text = dockerfile(
         "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS dev",
-        'CMD ["bash"]',
+        'CMD ["/app", "--debug"]',
         "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04 AS prod",
         'CMD ["/app"]',
     )
@@ -261,3 +265,68 @@ def test_workspace_builders_may_compile_cuda() -> None:
         "RUN cd /app/humble_ws && colcon build",
     )
     assert gl101(text) == []
+
+
+@pytest.mark.parametrize(
+    ("entry", "quiet"),
+    [
+        ('CMD ["bash"]', True),
+        ('CMD ["/bin/bash", "-l"]', True),
+        ("CMD jupyter lab --ip=0.0.0.0 --allow-root", True),
+        ('CMD ["/usr/sbin/sshd", "-D"]', True),
+        ('CMD ["sleep", "infinity"]', True),
+        ('ENTRYPOINT ["tini", "--"]\nCMD ["tail", "-f", "/dev/null"]', True),
+        ('ENTRYPOINT ["/opt/docker-entrypoint.sh"]\nCMD ["bash"]', True),
+        ('CMD ["bash", "-c", "python3 serve.py"]', False),
+        ('CMD ["bash", "start.sh"]', False),
+        ('ENTRYPOINT ["python3", "serve.py"]\nCMD ["bash"]', False),
+        ('CMD ["bash"]\nENTRYPOINT ["python3", "serve.py"]', False),
+        ('CMD ["sleep", "3600"]', False),
+    ],
+)
+def test_workspace_entries_keep_the_toolkit(entry: str, quiet: bool) -> None:
+    text = dockerfile("FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04", APT_PIP, *entry.split("\n"))
+    assert (gl101(text) == []) is quiet
+
+
+@pytest.mark.parametrize(
+    ("step", "quiet"),
+    [
+        ("RUN g++ -O2 -I/usr/local/cuda/include main.cpp -o app", True),
+        ("RUN clang++-17 main.cpp -L/usr/local/cuda/lib64 -lcublas -o app", True),
+        ("RUN gcc -O2 main.c -lcuda -o app", True),
+        ("RUN g++ -O2 main.cpp -lpthread -o app", False),
+        ("RUN ./configure --enable-cuda-nvcc --enable-nonfree && make -j8", True),
+        ("RUN ./configure --with-cuda=/usr/local/cuda && make install", True),
+        ("RUN ./configure --with-cuda=no --prefix=/opt/ompi", False),
+        ("RUN ./configure --enable-nvenc --enable-cuvid --enable-ffnvcodec", False),
+        ("ENV LIBRARY_PATH=/usr/local/cuda/lib64/stubs", True),
+        ("ENV LIBRARY_PATH=/opt/lib", False),
+        ("RUN python3 -m pip wheel -w /wheels --no-build-isolation flash-attn==2.6.3", True),
+        ("RUN pip wheel --wheel-dir=/wheels transformers==4.44.2", False),
+        ('RUN pip install --no-cache-dir "jaxlib==0.3.25+cuda11.cudnn82"', True),
+    ],
+)
+def test_steps_that_need_the_devel_image(step: str, quiet: bool) -> None:
+    text = dockerfile("FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04", APT_PIP, step, 'CMD ["/app"]')
+    assert (gl101(text) == []) is quiet
+
+
+@pytest.mark.parametrize(
+    ("image", "quiet"),
+    [
+        ("nvcr.io/nvidia/pytorch:24.05-py3-igpu", True),
+        ("nvcr.io/nvidia/pytorch:24.05-py3", False),
+    ],
+)
+def test_jetson_images_have_no_runtime_image_to_name(image: str, quiet: bool) -> None:
+    text = dockerfile(
+        f"FROM {image}", "RUN pip install --no-cache-dir peft==0.12.0", 'CMD ["python", "x.py"]'
+    )
+    assert (gl101(text) == []) is quiet
+
+
+def test_jax_workload_on_an_ngc_base_is_never_told_to_use_tensorflow() -> None:
+    text = dockerfile("FROM nvcr.io/nvidia/jax:24.04-py3", 'CMD ["python", "train.py"]')
+    message = only(gl101(text)).message
+    assert "jax[cuda12]" in message and "tensorflow" not in message.lower()
