@@ -12,6 +12,7 @@ from gpulint import data
 from gpulint.buildcontext import workdir_at
 from gpulint.context import LintContext
 from gpulint.contextfiles import copy_sources, resolve_inside
+from gpulint.cudabuild import build_container, compile_signals, workspace_entry
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.installers import UV_NO_CACHE_FLAGS, Install
@@ -697,10 +698,14 @@ class BuildToolsShipped(Rule):
         run Triton (torch, vLLM, SGLang, xformers, a PyTorch base), a C compiler
         (gcc, g++, clang, build-essential) and Python's headers (python3-dev) are
         not reported either: Triton compiles its kernel launcher with them at run
-        time ("Failed to find C compiler"), as torch.compile does. Images with
-        packages that JIT-compile CUDA ops at run time (DeepSpeed, FlashInfer,
-        TensorRT-LLM) need their compilers, ninja and headers there and are not
-        reported.
+        time ("Failed to find C compiler"), as torch.compile does. Images that
+        compile when they run need their compilers, ninja and headers there and
+        are not reported: packages that JIT-compile CUDA ops (DeepSpeed,
+        FlashInfer, TensorRT-LLM, nvdiffrast, PyCUDA), packages that build C
+        code on import (mujoco-py), entry scripts or copied sources that call
+        `torch.utils.cpp_extension.load()`, JAX on the image's own CUDA. Nor are
+        workspaces (a shell, Jupyter, sshd or `sleep infinity` as the entry) and
+        build containers (compilers and a build tree on `LD_LIBRARY_PATH`).
     """
     why = """
         They are needed to build wheels, not to run them: hundreds of MB (with
@@ -724,8 +729,13 @@ class BuildToolsShipped(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         if ctx.builds_a_toolchain_image:
             return  # a base for other builds, a development image or a dev container
-        if _installs_any(ctx, "cuda_jit_packages"):
-            return  # DeepSpeed, FlashInfer...: compilers, ninja and headers are run-time tools there
+        if _installs_any(ctx, "cuda_jit_packages") or _installs_any(ctx, "compile_on_import_packages"):
+            return  # DeepSpeed, FlashInfer, mujoco-py...: compilers, ninja and headers are run-time tools there
+        chain = ctx.shipped_stages()
+        if any(signal.runtime for signal in compile_signals(ctx, chain)):
+            return  # cpp_extension JIT at start-up, JAX on the local CUDA: compiled when the container runs
+        if workspace_entry(chain) or build_container(ctx, chain):
+            return  # a shell/notebook workspace or a build environment: building is what it is for
         triton = _installs_any(ctx, "triton_runtime_packages") or _pytorch_base(ctx)
         for stage in ctx.shipped_stages():
             for instr in stage.instructions:
