@@ -197,7 +197,13 @@ class LegacyNvidiaRuntime(ManifestRule):
     summary = "A compose service uses `runtime: nvidia` (the nvidia-docker2 way)"
     what = """
         Finds `runtime: nvidia` on a compose service (also when it comes from
-        `extends` or a `<<:` merge).
+        `extends` or a `<<:` merge). Jetson services are left alone: on L4T
+        (JetPack 4 above all, where the GPU libraries are mounted from the host
+        through the runtime's CSV mode) `runtime: nvidia` is the documented way to
+        reach the integrated GPU - services that run or build FROM an L4T/iGPU
+        image (`nvcr.io/nvidia/l4t-*`, `*-igpu` tags, tags naming an L4T release
+        such as `r32.7.1`) or map Tegra devices (`/dev/nvhost-*`, the Argus
+        camera socket).
     """
     why = """
         `runtime: nvidia` is the nvidia-docker2-era mechanism: it works only where
@@ -233,6 +239,8 @@ class LegacyNvidiaRuntime(ManifestRule):
         for service in ctx.services:
             runtime = service.value("runtime")
             if runtime is not None and (runtime.text() or "").lower() == "nvidia":
+                if _jetson_service(service):
+                    continue  # on Jetson (L4T) `runtime: nvidia` is the documented way to get the iGPU
                 users.setdefault(id(runtime), (runtime, []))[1].append(service.name)
         for runtime, names in users.values():
             who = (
@@ -247,6 +255,25 @@ class LegacyNvidiaRuntime(ManifestRule):
                 help="replace it with deploy.resources.reservations.devices: [{driver: nvidia, count: 1, "
                 "capabilities: [gpu]}] (or `gpus: all`)",
             )
+
+
+# Tegra device nodes and the Argus camera socket exist only on Jetson hosts
+_JETSON_HOST_PATH_RE = re.compile(r"/dev/nv(host|map)|/tmp/argus_socket")
+
+
+def _jetson_service(service: Service) -> bool:
+    """A service for Jetson: it runs (or is built FROM) an L4T/iGPU image, or maps Tegra devices."""
+    from gpulint.rules.base_images import jetson_reference
+
+    ref = ServiceImage(service).ref
+    if ref is not None and jetson_reference(ref.full_name, ref.tag):
+        return True
+    for key in ("devices", "volumes"):
+        for node in service.items(key):
+            text = node.text() if node.is_scalar else node.text_at("source")
+            if text and _JETSON_HOST_PATH_RE.search(text):
+                return True
+    return False
 
 
 # -- GL703 ---------------------------------------------------------------------------------
