@@ -174,7 +174,7 @@ def test_only_selected_findings_are_fixed() -> None:
 
 
 def test_unsafe_fixes_only_when_asked() -> None:
-    text = dockerfile("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04", 'CMD ["bash"]')
+    text = dockerfile("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04", 'CMD ["/app"]')
     assert fix_text(text).fixed == text
     assert fix_text(text, unsafe=True).fixed.startswith("FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n")
 
@@ -287,7 +287,7 @@ def test_gl101_switch_is_withheld_when_another_stage_uses_the_devel_stage() -> N
     )
     finding = only(run(copied, "GL101"))
     assert finding.fix is None
-    plain = dockerfile("FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04 AS base", 'CMD ["bash"]')
+    plain = dockerfile("FROM nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04 AS base", 'CMD ["/app"]')
     fix = only(run(plain, "GL101")).fix
     assert fix is not None and fix.safety is FixSafety.UNSAFE
     assert apply_edits(plain, fix.edits).startswith(
@@ -296,7 +296,7 @@ def test_gl101_switch_is_withheld_when_another_stage_uses_the_devel_stage() -> N
 
 
 def test_gl101_switch_edits_arg_parts_only_when_they_expand_right() -> None:
-    text = dockerfile("ARG TAG=12.4.1-devel-ubuntu22.04", "FROM nvidia/cuda:${TAG}", 'CMD ["bash"]')
+    text = dockerfile("ARG TAG=12.4.1-devel-ubuntu22.04", "FROM nvidia/cuda:${TAG}", 'CMD ["/app"]')
     assert only(run(text, "GL101")).fix is None  # the devel part is inside the ARG: no edit on FROM
 
 
@@ -391,7 +391,7 @@ def test_diff_changes_nothing(project: Path, capsys: pytest.CaptureFixture[str])
 
 def test_unsafe_fixes_alone_implies_fix(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (project / "Dockerfile").write_text(
-        dockerfile("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04", 'CMD ["bash"]')
+        dockerfile("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04", 'CMD ["/app"]')
     )
     code, _, _ = _main(["--no-config", "--unsafe-fixes", "Dockerfile"], capsys)
     assert (project / "Dockerfile").read_text().startswith("FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n")
