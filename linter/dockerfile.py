@@ -111,7 +111,7 @@ class Instruction:
             return None
         try:
             data = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # `RUN [[[[...`: too deep for json, not an argv
             return None
         if isinstance(data, list) and all(isinstance(x, str) for x in data):
             return data

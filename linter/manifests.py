@@ -298,6 +298,15 @@ class _Builder:
             key = self.convert(key_node)
             if key.kind != "scalar":
                 continue  # complex keys: neither compose nor Kubernetes uses them
+            if key.raw in pairs:
+                # compose (and kubectl) refuse it; last-wins would let a second `services:` hide
+                # the first one's GPU services from every rule
+                first = pairs[key.raw][0]
+                name = key.raw if len(key.raw) <= 80 else key.raw[:77] + "..."
+                raise ManifestError(
+                    f"{self.path}:{key.line}:{key.column}: invalid YAML: mapping key {name!r} "
+                    f"already defined at line {first.line}"
+                )
             pairs[key.raw] = (key, value)
             children.append(key)
             children.append(value)

@@ -62,7 +62,7 @@ def _as_int(node: Node | None) -> int | None:
     if isinstance(node.value, int):
         return node.value
     text = (node.text() or "").strip()
-    if re.fullmatch(r"[+-]?\d+", text):
+    if re.fullmatch(r"[+-]?\d{1,18}", text):  # 5,000 digits: int() refuses them (ValueError)
         return int(text)
     return None
 
@@ -581,7 +581,7 @@ def _quantity(node: Node) -> tuple[int | None, str]:
         return None, text
     if isinstance(node.value, int):
         return node.value, text
-    if re.fullmatch(r"\+?\d+", text):
+    if re.fullmatch(r"\+?\d{1,18}", text):  # more digits are no GPU count (and int() refuses 4,301)
         return int(text), text
     return None, text
 
