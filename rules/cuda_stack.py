@@ -216,8 +216,17 @@ class RedundantCudaStack(Rule):
         runtime or devel image that already has the CUDA libraries; or apt
         installs of `cuda-toolkit*`, `cuda-libraries*` or `libcudnn*` of the
         image's own CUDA/cuDNN version on an nvidia/cuda flavour that already
-        contains them. The `-base` flavour with pip torch, CPU torch, builder
-        stages, and stages that compile CUDA code against torch are fine.
+        contains them. Also: jax's `cuda12`/`cuda12_pip` extras,
+        `tensorflow[and-cuda]` and `nvidia-*-cu12` wheels on such an image or on
+        an NGC framework image (and torch's CUDA build on an NGC image of another
+        framework); conda's `cudatoolkit`/`pytorch-cuda`/`cudnn` and the
+        distribution's `nvidia-cuda-toolkit`/`nvidia-cudnn` on an nvidia/cuda
+        runtime or devel image; apt CUDA libraries or cuDNN on a slim base next
+        to torch's CUDA wheels; and a cuDNN flavour under a stage that compiles
+        extensions against pip torch (torch loads its own cuDNN). The `-base`
+        flavour with pip torch, CPU torch and CPU jax, builder stages, and stages
+        that compile CUDA code against torch on a devel image without cuDNN are
+        fine.
     """
     why = """
         The CUDA math libraries and cuDNN are the bulk of a GPU image. Two copies
@@ -241,12 +250,13 @@ class RedundantCudaStack(Rule):
         if not chain:
             return
         info = ctx.base_info(chain[-1])
-        if (
-            info is None
-            or info.family != "nvidia-cuda"
-            or info.flavour not in ("runtime", "devel")
-            or not info.cuda
-        ):
+        if info is not None and info.family == "ngc":
+            yield from self._on_ngc(ctx, chain, info)
+            return
+        if info is None or info.family != "nvidia-cuda" or not info.cuda:
+            yield from self._on_plain_base(ctx, chain)
+            return
+        if info.flavour not in ("runtime", "devel"):
             return
         # A shipped stage that compiles CUDA code against torch needs both stacks (GL101/GL507's territory).
         compiles = stage_compiles(ctx, chain, info)
@@ -258,11 +268,16 @@ class RedundantCudaStack(Rule):
             " (pip's CUDA wheels need only the driver plumbing) or a slim Python image with the NVIDIA env"
         )
         torch_flagged = False
+        torch_cuda_specs: list[PackageSpec] = []
         dependents: list[tuple[str, int, int, str]] = []
         for stage in reversed(chain):
             for instr, cmd, install in ctx.stage_installs(stage):
                 for spec in install.packages:
-                    if install.manager == "pip" and spec.name == "torch" and not compiles:
+                    if install.manager == "pip" and spec.name == "torch" and compiles:
+                        variant = torch_variant(spec, install, instr.scope)
+                        if variant is not None and variant.kind == "cuda":
+                            torch_cuda_specs.append(spec)
+                    elif install.manager == "pip" and spec.name == "torch" and not compiles:
                         variant = torch_variant(spec, install, instr.scope)
                         if variant is None or variant.kind != "cuda":
                             continue
@@ -284,6 +299,34 @@ class RedundantCudaStack(Rule):
                         and not compiles
                     ):
                         dependents.append((spec.raw, spec.word.line, spec.word.column, spec.name or ""))
+                    elif install.manager == "pip" and not compiles and (bundled := pip_cuda_bundle(spec)):
+                        yield self.finding(
+                            ctx,
+                            f"`{spec.raw}` installs {bundled} on top of {base}, whose {info.flavour} flavour "
+                            f"already has the CUDA libraries: two copies of the CUDA stack; {instead}",
+                            line=spec.word.line,
+                            column=spec.word.column,
+                            help=instead,
+                        )
+                    elif install.manager == "conda" and spec.name in _CONDA_CUDA_STACK:
+                        yield self.finding(
+                            ctx,
+                            f"conda's {spec.name} brings the CUDA libraries again (into the conda environment) "
+                            f"on top of {base}, whose {info.flavour} flavour already has them: two copies of the "
+                            f"CUDA stack; {instead}",
+                            line=spec.word.line,
+                            column=spec.word.column,
+                            help=instead,
+                        )
+                    elif install.manager == "apt" and (second := _distro_second_stack(spec.name or "", info)):
+                        yield self.finding(
+                            ctx,
+                            f"{cmd.name} installs {spec.name}, {second}, on top of {base}, which already has "
+                            "them: two copies of the CUDA stack in the image, and two on the library path; drop it",
+                            line=spec.word.line,
+                            column=spec.word.column,
+                            help=f"drop {spec.name}: {base} has the CUDA libraries",
+                        )
                     elif install.manager in ("apt", "yum") and spec.name:
                         already = _already_in_flavour(spec.name, info)
                         if already:
@@ -295,6 +338,24 @@ class RedundantCudaStack(Rule):
                                 line=spec.word.line,
                                 column=spec.word.column,
                             )
+        if compiles and info.cudnn and torch_cuda_specs:
+            # Compiling torch extensions needs nvcc and the headers, not a second cuDNN: torch loads its own.
+            spec = torch_cuda_specs[0]
+            plain = (
+                chain[-1].image.with_tag(f"{info.cuda}-devel-{info.os}")
+                if chain[-1].image and info.os
+                else None
+            )
+            fix = f"use {plain}" if plain else "use the devel flavour without cuDNN"
+            yield self.finding(
+                ctx,
+                f"`{spec.raw}` installs torch's CUDA build, which brings its own cuDNN (nvidia-cudnn wheel), on "
+                f"{base}: the image's cuDNN is a second copy nothing loads (compiling extensions needs nvcc and "
+                f"the headers, not cuDNN); {fix}",
+                line=spec.word.line,
+                column=spec.word.column,
+                help=fix,
+            )
         if torch_flagged:
             return
         for raw, line, column, name in dependents:
@@ -307,6 +368,88 @@ class RedundantCudaStack(Rule):
                 column=column,
                 help=instead,
             )
+
+    def _on_ngc(self, ctx: LintContext, chain: list[Stage], info: BaseInfo) -> Iterator[Finding]:
+        """NGC framework images carry the whole CUDA SDK: pip CUDA wheels of another framework
+        (jax[cuda12], tensorflow[and-cuda], torch on a non-PyTorch image) are a second stack.
+        torch over the NGC PyTorch image is GL109's (the framework replaced)."""
+        base = chain[-1].base.text
+        for stage in reversed(chain):
+            for instr, _cmd, install in ctx.stage_installs(stage):
+                if install.manager != "pip":
+                    continue
+                for spec in install.packages:
+                    bundled = pip_cuda_bundle(spec)
+                    if bundled is None and spec.name == "torch" and info.framework != "pytorch":
+                        variant = torch_variant(spec, install, instr.scope)
+                        if variant is not None and variant.kind == "cuda":
+                            bundled = f"torch's CUDA build ({_how(variant)}) with its nvidia-* wheels"
+                    if bundled is None:
+                        continue
+                    yield self.finding(
+                        ctx,
+                        f"`{spec.raw}` installs {bundled} on top of {base}, which already carries the whole CUDA "
+                        "SDK and cuDNN: two copies of the CUDA stack (several GB); use the NGC image of that "
+                        "framework, or a slim base with the pip wheels alone",
+                        line=spec.word.line,
+                        column=spec.word.column,
+                        help="one CUDA stack: the NGC image's, or the pip wheels' on a slim base",
+                    )
+
+    def _on_plain_base(self, ctx: LintContext, chain: list[Stage]) -> Iterator[Finding]:
+        """A slim/OS base that gets a system CUDA stack (apt cuda-toolkit/libraries, libcudnn) and
+        pip torch's CUDA build as well, with nothing compiled against the system one."""
+        system: tuple[str, int] | None = None
+        torch_specs: list[tuple[PackageSpec, Variant]] = []
+        compiles = bool(certain_compile_signals(ctx, chain))
+        for stage in reversed(chain):
+            for instr, _cmd, install in ctx.stage_installs(stage):
+                for spec in install.packages:
+                    name = spec.name or ""
+                    if install.manager in ("apt", "yum") and _SYSTEM_CUDA_LIBS.match(name):
+                        system = system or (name, spec.word.line)
+                    elif install.manager == "pip" and name == "torch":
+                        variant = torch_variant(spec, install, instr.scope)
+                        if variant is not None and variant.kind == "cuda":
+                            torch_specs.append((spec, variant))
+        if system is None or not torch_specs or compiles:
+            return
+        spec, variant = torch_specs[0]
+        yield self.finding(
+            ctx,
+            f"`{spec.raw}` installs torch's CUDA build ({_how(variant)}), which brings its own CUDA libraries and "
+            f"cuDNN as nvidia-* wheels, and line {system[1]} installs {system[0]} from the system packages: two "
+            "copies of the CUDA stack, and torch loads only its own; drop the system CUDA packages",
+            line=spec.word.line,
+            column=spec.word.column,
+            help="drop the system CUDA packages: torch's wheels bring what it loads",
+        )
+
+
+# pip packages that bring the CUDA libraries as nvidia-* wheels (jax's cuda12 / cuda12_pip
+# extras, tensorflow's and-cuda extra) or are those wheels. Sources: JAX installation guide
+# ("pip install -U jax[cuda12]": CUDA and cuDNN from pip wheels; "cuda12_local" uses the
+# system's), TensorFlow pip guide ("tensorflow[and-cuda]").
+_JAX_CUDA_EXTRA = lazy_re(r"^cuda\d+(_pip)?$")
+_NVIDIA_WHEEL = lazy_re(r"^nvidia-(cublas|cudnn|cuda-runtime|cufft|curand|cusolver|cusparse|nccl)-cu\d+$")
+# conda packages that are a CUDA library stack of their own (not nvcc): pytorch's
+# pytorch-cuda, conda-forge/nvidia cudatoolkit, cudnn, cuda-runtime, cuda-libraries.
+_CONDA_CUDA_STACK = frozenset({"cudatoolkit", "pytorch-cuda", "cudnn", "cuda-runtime", "cuda-libraries"})
+_SYSTEM_CUDA_LIBS = lazy_re(
+    r"^(cuda-toolkit|cuda-libraries|cuda-runtime|libcudnn\d|libcublas|nvidia-cuda-toolkit)"
+)
+
+
+def pip_cuda_bundle(spec: PackageSpec) -> str | None:
+    """What CUDA stack a pip requirement other than torch brings, if it brings one."""
+    name = spec.name or ""
+    if name in ("jax", "jaxlib") and any(_JAX_CUDA_EXTRA.match(e) for e in spec.extras):
+        return f"jax's CUDA extra ({', '.join(spec.extras)}: the CUDA libraries and cuDNN as nvidia-* wheels)"
+    if name == "tensorflow" and "and-cuda" in spec.extras:
+        return "tensorflow[and-cuda] (the CUDA libraries and cuDNN as nvidia-* wheels)"
+    if _NVIDIA_WHEEL.match(name):
+        return f"{name} (a CUDA library as a pip wheel)"
+    return None
 
 
 def _how(variant: Variant) -> str:
@@ -322,6 +465,15 @@ def _cuda_suffix(name: str) -> str | None:
     """``cuda-libraries-12-4`` -> ``12.4``; None without a version suffix."""
     match = re.search(r"-(\d+)-(\d+)$", name)
     return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def _distro_second_stack(name: str, info: BaseInfo) -> str | None:
+    """Debian/Ubuntu's own CUDA packages: another (older) CUDA toolkit, or a cuDNN download."""
+    if name == "nvidia-cuda-toolkit":
+        return "the distribution's own (older) CUDA toolkit and libraries"
+    if name == "nvidia-cudnn" and info.cudnn is not None:
+        return "the distribution's installer that downloads a second cuDNN"
+    return None
 
 
 def _already_in_flavour(name: str, info: BaseInfo) -> str | None:
