@@ -7,7 +7,7 @@ to benchmarks/results/ so later runs can be compared). ``make bench`` runs it fr
 regular (non-editable) install in build/bench-venv, as users get gpulint.
 
     python benchmarks/run.py [--runs 7] [--image-mb 2000] [--image-files 200000]
-                             [--skip-image] [--skip-registry]
+                             [--skip-image] [--skip-registry] [--skip-context]
 """
 
 from __future__ import annotations
@@ -88,6 +88,42 @@ def corpus(directory: Path, count: int) -> list[str]:
         path.write_text(text)
         paths.append(str(path))
     return paths
+
+
+def long_dockerfile(path: Path, count: int, runs_only: bool = False) -> str:
+    """One Dockerfile of ``count`` instructions (the input limit is 5,000): WORKDIR, ENV, COPY and
+    RUN lines by turns, or only RUN lines that each carry two fixable findings (for --fix)."""
+    lines = ["FROM nvidia/cuda:12.4.1-devel-ubuntu22.04"]
+    for i in range(count - 1):
+        if runs_only:
+            lines.append(f"RUN apt-get install -y pkg{i} && pip install x{i}")
+        else:
+            lines.append(
+                (
+                    f"RUN apt-get install -y pkg{i}",
+                    f"WORKDIR /w{i}",
+                    f"ENV V{i}={i}",
+                    f"RUN pip install torch==2.4.1 pkg{i}",
+                    f"COPY f{i} /d/",
+                )[i % 5]
+            )
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def big_context(directory: Path, files: int, copies: int = 20) -> str:
+    """A build context of ``files`` empty files and a Dockerfile that sends it ``copies`` times."""
+    for index in range(files):
+        folder = directory / "src" / f"d{index // 1000}"
+        if index % 1000 == 0:
+            folder.mkdir(parents=True)
+        (folder / f"f{index % 1000}.py").touch()
+    (directory / ".dockerignore").write_text("**/*.pyc\n*.log\n")
+    dockerfile = directory / "Dockerfile"
+    dockerfile.write_text(
+        "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n" + "".join(f"COPY . /app{i}/\n" for i in range(copies))
+    )
+    return str(dockerfile)
 
 
 def make_layers(directory: Path, megabytes: int, files: int, count: int = 4) -> list[Path]:
@@ -287,6 +323,7 @@ def main() -> None:
     parser.add_argument("--image-files", type=int, default=200_000)
     parser.add_argument("--skip-image", action="store_true")
     parser.add_argument("--skip-registry", action="store_true")
+    parser.add_argument("--skip-context", action="store_true")
     args = parser.parse_args()
     gpulint = _tool("gpulint")
     if gpulint is None:
@@ -325,6 +362,47 @@ def main() -> None:
                     max(1, args.runs // 3),
                 )
             )
+        long_file = long_dockerfile(work / "long.Dockerfile", 5000)
+        results.append(
+            compare(
+                "5,000 instructions, one file",
+                {
+                    "gpulint": [gpulint, "--no-config", "--select", "ALL", "--format", "plain", long_file],
+                    "hadolint": [hadolint, long_file] if hadolint else None,
+                    "tally": [tally, "lint", "--no-config", long_file] if tally else None,
+                },
+                max(1, args.runs // 3),
+            )
+        )
+        runs_file = long_dockerfile(work / "runs.Dockerfile", 5000, runs_only=True)
+        results.append(
+            compare(
+                "--fix of 5,000 RUN lines (10,000 fixes, as --diff: the file stays as it is)",
+                {"gpulint": [gpulint, "--no-config", "--diff", runs_file]},
+                max(1, args.runs // 3),
+            )
+        )
+        if not args.skip_context:
+            (work / "context").mkdir()
+            context_file = big_context(work / "context", args.image_files)
+            results.append(
+                compare(
+                    f"20 `COPY .` of a {args.image_files:,}-file build context",
+                    {
+                        "gpulint": [
+                            gpulint,
+                            "--no-config",
+                            "--select",
+                            "ALL",
+                            "--format",
+                            "plain",
+                            context_file,
+                        ]
+                    },
+                    max(1, args.runs // 3),
+                )
+            )
+            shutil.rmtree(work / "context")
         if not args.skip_image:
             size = f"{args.image_mb / 1000:g} GB / {args.image_files:,} files in 4 layers"
             layers = make_layers(work, args.image_mb, args.image_files)

@@ -24,14 +24,7 @@ _ENV_FILE_SUFFIXES = (".yml", ".yaml")
 
 
 def workdir_at(stage: Stage, instr: Instruction) -> str:
-    workdir = "/"
-    for item in stage.all_instructions():
-        if item is instr:
-            break
-        if item.keyword == "WORKDIR":
-            value = item.expand(item.args.strip()).text.strip("\"'")
-            workdir = posixpath.normpath(posixpath.join(workdir, value))
-    return workdir
+    return stage.workdir_before(instr)
 
 
 def _copy_parts(instr: Instruction) -> tuple[list[str], str] | None:

@@ -17,6 +17,8 @@ from .shell import Command, run_commands
 
 _TOOLCHAIN_MARKERS = frozenset({"base", "builder", "build", "dev", "devel", "development"})
 
+_POSIX_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh"})
+
 
 @dataclass
 class LintContext:
@@ -27,6 +29,7 @@ class LintContext:
     pragmas: list[Pragma] = field(default_factory=list)
     cache: dict[str, Any] = field(default_factory=dict, repr=False)  # per-lint memo for shared helpers
     _installs: dict[int, list[tuple[Command, Install]]] = field(default_factory=dict, repr=False)
+    _posix: dict[int, bool] = field(default_factory=dict, repr=False)
 
     @property
     def builds_a_toolchain_image(self) -> bool:
@@ -71,11 +74,15 @@ class LintContext:
 
     # -- shell -------------------------------------------------------------
     def shell_is_posix(self, stage: Stage) -> bool:
-        for instr in reversed(stage.all_instructions()):
-            if instr.keyword == "SHELL":
-                argv = instr.exec_form or []
-                return bool(argv) and Path(argv[0]).name in {"sh", "bash", "dash", "zsh", "ash", "ksh"}
-        return True
+        key = id(stage)
+        if key not in self._posix:  # once per stage, not per RUN (5,000 RUNs: quadratic)
+            self._posix[key] = True
+            for instr in reversed(stage.all_instructions()):
+                if instr.keyword == "SHELL":
+                    argv = instr.exec_form or []
+                    self._posix[key] = bool(argv) and Path(argv[0]).name in _POSIX_SHELLS
+                    break
+        return self._posix[key]
 
     def commands(self, instr: Instruction) -> list[Command]:
         if instr.keyword != "RUN":

@@ -37,17 +37,86 @@ class CopiedFile:
     size: int
 
 
+# a token of a pattern for the automaton: (kind, literal character or one-character class)
+_Token = tuple[str, "str | re.Pattern[str] | None"]
+
+
 @dataclass(frozen=True)
 class IgnoreRule:
     regex: re.Pattern[str] | None  # None: a suffix match (see :func:`compile_pattern`)
     negated: bool
     pattern: str = ""  # the cleaned pattern, without the "!"
     suffix: str | None = None
+    # used instead of ``regex`` when a backtracking regex could take exponential time
+    tokens: tuple[_Token, ...] | None = None
 
     def match(self, path: str) -> bool:
         if self.suffix is not None:
             return path.endswith(self.suffix) or (self.suffix.startswith("/") and path == self.suffix[1:])
+        if self.tokens is not None:
+            return _automaton_match(self.tokens, path)
         return self.regex is not None and self.regex.match(path) is not None
+
+
+def _automaton_match(tokens: tuple[_Token, ...], path: str) -> bool:
+    """Whether ``path`` matches the pattern, simulating its automaton: time linear in the path
+    (times the pattern's length), where re's backtracking takes exponential time on
+    ``a*a*a*a*a*a*a*a*b`` against a long name.
+
+    States: ``i`` is "before token i" (``len(tokens)`` accepts); ``-(i + 1)`` is "inside the
+    ``(.*/)?`` of token i, which a ``/`` may end".
+    """
+    end = len(tokens)
+
+    def closure(states: set[int]) -> set[int]:
+        stack = list(states)
+        while stack:
+            state = stack.pop()
+            if 0 <= state < end:
+                kind = tokens[state][0]
+                following = (
+                    (state + 1,)
+                    if kind in ("star", "all")
+                    else (state + 1, -(state + 1))
+                    if kind == "dstar"
+                    else ()
+                )
+                for nxt in following:
+                    if nxt not in states:
+                        states.add(nxt)
+                        stack.append(nxt)
+        return states
+
+    current = closure({0})
+    for ch in path:
+        advanced: set[int] = set()
+        for state in current:
+            if state < 0:
+                advanced.add(state)  # `.*` goes on
+                if ch == "/":
+                    advanced.add(-state)  # and `/` may end it: the state after the token
+                continue
+            if state == end:
+                continue
+            kind, arg = tokens[state]
+            if kind == "lit":
+                if ch == arg:
+                    advanced.add(state + 1)
+            elif kind == "one":
+                if ch != "/":
+                    advanced.add(state + 1)
+            elif kind == "class":
+                if isinstance(arg, re.Pattern) and arg.fullmatch(ch):
+                    advanced.add(state + 1)
+            elif kind == "star":
+                if ch != "/":
+                    advanced.add(state)
+            elif kind == "all":
+                advanced.add(state)
+        if not advanced:
+            return False
+        current = closure(advanced)
+    return end in current
 
 
 def compile_pattern(pattern: str, negated: bool = False) -> IgnoreRule:
@@ -59,6 +128,7 @@ def compile_pattern(pattern: str, negated: bool = False) -> IgnoreRule:
     has no other wildcard is a plain suffix match (``**/foo`` matches ``foo``, ``a/b/foo``).
     """
     out = ["^"]
+    tokens: list[tuple[str, str | None]] = []  # the same pattern for the automaton
     kind = "exact"
     i, n = 0, len(pattern)
     index = 0
@@ -73,9 +143,11 @@ def compile_pattern(pattern: str, negated: bool = False) -> IgnoreRule:
                     kind = "prefix"
                 else:
                     out.append(".*")
+                    tokens.append(("all", None))
                     kind = "regex"
             else:
                 out.append("(?:.*/)?")
+                tokens.append(("dstar", None))
                 kind = "regex"
             if index == 0:
                 kind = "suffix"
@@ -83,31 +155,39 @@ def compile_pattern(pattern: str, negated: bool = False) -> IgnoreRule:
             continue
         if ch == "*":
             out.append("[^/]*")
+            tokens.append(("star", None))
             kind = "regex"
         elif ch == "?":
             out.append("[^/]")
+            tokens.append(("one", None))
             kind = "regex"
         elif ch == "\\":
             if i + 1 < n:
                 i += 1
                 out.append(re.escape(pattern[i]))
+                tokens.append(("lit", pattern[i]))
                 kind = "regex"
             else:
                 out.append("\\\\")
+                tokens.append(("lit", "\\"))
         elif ch == "[":
             # a character class, passed through as Go's regexp reads it (`[^ab]` negates)
             close = pattern.find("]", i + 2)
             if close < 0:
                 out.append("\\[")
+                tokens.append(("lit", "["))
             else:
                 out.append("[" + pattern[i + 1 : close].replace("\\", "\\\\") + "]")
+                tokens.append(("class", out[-1]))
                 i = close
             kind = "regex"
         elif ch == "]":
             out.append("\\]")
+            tokens.append(("lit", "]"))
             kind = "regex"
         else:
             out.append(re.escape(ch))
+            tokens.append(("lit", ch))
         i += 1
         index += 1
     if kind == "suffix":
@@ -117,9 +197,30 @@ def compile_pattern(pattern: str, negated: bool = False) -> IgnoreRule:
     if kind == "prefix":
         return IgnoreRule(re.compile(re.escape(pattern[:-2])), negated, pattern)
     try:
-        return IgnoreRule(re.compile("".join(out) + "$"), negated, pattern)
+        regex = re.compile("".join(out) + "$")
+        if not _may_backtrack(tokens):
+            return IgnoreRule(regex, negated, pattern)  # re is fast and linear enough here
+        automaton = tuple((k, re.compile(a) if k == "class" and a is not None else a) for k, a in tokens)
+        return IgnoreRule(regex, negated, pattern, tokens=automaton)  # regex: the reference only
     except re.error:  # Docker refuses such a pattern ("syntax error in pattern"); match nothing
         return IgnoreRule(None, negated, pattern)
+
+
+def _may_backtrack(tokens: list[tuple[str, str | None]]) -> bool:
+    """Whether re could take more than (path length x directory depth) steps on the pattern:
+    two `*` in one path segment (`a*a*a*b`: exponential), or two `**`. Patterns people write
+    (`*.pyc`, `**/*.pyc`, `build/*/out`) stay with re, which is faster than the automaton."""
+    if sum(1 for kind, _ in tokens if kind in ("dstar", "all")) > 1:
+        return True
+    stars = 0
+    for kind, arg in tokens:
+        if kind == "star":
+            stars += 1
+            if stars > 1:
+                return True
+        elif kind in ("dstar", "all") or (kind == "lit" and arg == "/"):
+            stars = 0
+    return False
 
 
 def parse_dockerignore(text: str) -> list[IgnoreRule]:
@@ -247,8 +348,10 @@ def copied_files(ctx: LintContext, instr: Instruction) -> list[CopiedFile]:
     if not root.is_dir():
         return []
     rules = ignore_rules(root, ctx.path if ctx.path != "-" else None)
-    out: list[CopiedFile] = []
-    seen: set[str] = set()
+    # a directory is walked once per lint, however many COPYs send it (20 `COPY .` of a
+    # 200,000-file context walked it 20 times and held 20 copies of the list)
+    walks: dict[str, list[CopiedFile]] = ctx.cache.setdefault("context_walks", {})
+    parts: list[list[CopiedFile]] = []
     budget = [MAX_ENTRIES]
     for source in copy_sources(instr):
         if source.startswith(("http://", "https://", "git@")) or "$" in source:
@@ -267,11 +370,18 @@ def copied_files(ctx: LintContext, instr: Instruction) -> list[CopiedFile]:
             except OSError:
                 continue
             if stat.S_ISDIR(st.st_mode):
-                files = _walk(root, target, rules, budget)
+                key = str(target)
+                if key not in walks:
+                    walks[key] = _walk(root, target, rules, budget)
+                parts.append(walks[key])
             elif stat.S_ISREG(st.st_mode):
-                files = [CopiedFile(relative, st.st_size)]
-            else:
-                files = []
+                parts.append([CopiedFile(relative, st.st_size)])
+    if len(parts) == 1:
+        out = parts[0]  # shared with the walk cache: nobody changes these lists
+    else:
+        out = []
+        seen: set[str] = set()
+        for files in parts:
             for item in files:
                 if item.relative not in seen:
                     seen.add(item.relative)

@@ -217,15 +217,19 @@ def _copied_jit_signals(ctx: LintContext, instr: Instruction) -> list[CompileSig
     if ctx.context_dir is None:
         return []
     scanned = 0
+    # a file is read once per lint, however many COPYs send it
+    judged: dict[str, bool] = ctx.cache.setdefault("jit_sources", {})
     for item in copied_files(ctx, instr):
         if not item.relative.endswith(".py") or item.size > _MAX_SCRIPT_BYTES:
             continue
         scanned += 1
         if scanned > _MAX_SCANNED_SOURCES:
             break
-        local = resolve_inside(ctx.context_dir, item.relative)
-        text = _read_script(local) if local is not None else None
-        if text is not None and _JIT_LOAD_RE.search(text):
+        if item.relative not in judged:
+            local = resolve_inside(ctx.context_dir, item.relative)
+            text = _read_script(local) if local is not None else None
+            judged[item.relative] = text is not None and _JIT_LOAD_RE.search(text) is not None
+        if judged[item.relative]:
             return [
                 CompileSignal(
                     instr.line,

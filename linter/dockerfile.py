@@ -156,6 +156,27 @@ class Stage:
     image: ImageRef | None = None  # external base image (None for scratch/stage/unresolved)
     instructions: list[Instruction] = field(default_factory=list)
     copies_from: list[tuple[Instruction, str]] = field(default_factory=list)
+    # WORKDIR before each instruction of the chain (by id), built once: rules ask per instruction
+    _workdirs: tuple[tuple[int, ...], dict[int, str], str] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def workdir_before(self, instr: Instruction) -> str:
+        """The working directory ``instr`` runs in (that at the end of the chain for an
+        instruction not in it). Indexed once per stage: linear, not per instruction."""
+        key = tuple(len(stage.instructions) for stage in self.chain())
+        if self._workdirs is None or self._workdirs[0] != key:
+            import posixpath
+
+            index: dict[int, str] = {}
+            workdir = "/"
+            for item in self.all_instructions():
+                index[id(item)] = workdir
+                if item.keyword == "WORKDIR":
+                    value = item.expand(item.args.strip()).text.strip("\"'")
+                    workdir = posixpath.normpath(posixpath.join(workdir, value))
+            self._workdirs = (key, index, workdir)
+        return self._workdirs[1].get(id(instr), self._workdirs[2])
 
     @property
     def label(self) -> str:
@@ -217,9 +238,16 @@ class Dockerfile:
     target: str | None = None
     escape: str = "\\"
 
+    # the text's lines and the instructions' first lines, built once (rules ask per instruction)
+    _lines: tuple[str, list[str]] | None = field(default=None, repr=False, compare=False)
+    _starts: tuple[int, list[int]] | None = field(default=None, repr=False, compare=False)
+
     @property
     def lines(self) -> list[str]:
-        return self.text.splitlines()
+        """The text's lines (one list, shared: do not change it)."""
+        if self._lines is None or self._lines[0] is not self.text:
+            self._lines = (self.text, self.text.splitlines())
+        return self._lines[1]
 
     def stage_named(self, name: str) -> Stage | None:
         for stage in self.stages:
@@ -247,7 +275,14 @@ class Dockerfile:
         return any(s is stage for s in self.shipped_chain())
 
     def instruction_at(self, line: int) -> Instruction | None:
-        for instr in self.instructions:
+        """The instruction that spans ``line`` (a binary search: instructions are in line order)."""
+        import bisect
+
+        if self._starts is None or self._starts[0] != len(self.instructions):
+            self._starts = (len(self.instructions), [i.line for i in self.instructions])
+        pos = bisect.bisect_right(self._starts[1], line) - 1
+        if pos >= 0:
+            instr = self.instructions[pos]
             if instr.line <= line <= instr.end_line:
                 return instr
         return None

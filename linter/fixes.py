@@ -27,6 +27,7 @@ message: a digest is never guessed.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import difflib
 import hashlib
@@ -96,8 +97,22 @@ class FixOutcome:
 # -- text and offsets ----------------------------------------------------------------------
 
 
+_LINE_TABLE: list[tuple[str, tuple[list[int], list[str], list[str]]]] = []
+
+
 def _line_table(text: str) -> tuple[list[int], list[str], list[str]]:
-    """Start offset, content and terminator of each line, split exactly as the parser splits."""
+    """Start offset, content and terminator of each line, split exactly as the parser splits.
+
+    The last text's table is kept: every finding of a pass asks for the same text's (5,000 fixes
+    each splitting a 5,000-line file was quadratic)."""
+    if _LINE_TABLE and _LINE_TABLE[0][0] is text:
+        return _LINE_TABLE[0][1]
+    table = _build_line_table(text)
+    _LINE_TABLE[:] = [(text, table)]
+    return table
+
+
+def _build_line_table(text: str) -> tuple[list[int], list[str], list[str]]:
     starts: list[int] = []
     contents: list[str] = []
     ends: list[str] = []
@@ -117,10 +132,19 @@ def dominant_eol(text: str) -> str:
     return "\r\n" if crlf > lf else "\n"
 
 
+_EOL: list[tuple[str, str]] = []
+
+
+def _dominant_eol_cached(text: str) -> str:
+    if not _EOL or _EOL[0][0] is not text:
+        _EOL[:] = [(text, dominant_eol(text))]
+    return _EOL[0][1]
+
+
 def edit_spans(text: str, edits: tuple[Edit, ...] | list[Edit]) -> tuple[Span, ...]:
     """Edits as offsets into ``text``; inserted newlines take the line ending of the file."""
     starts, contents, ends = _line_table(text)
-    eol_default = dominant_eol(text)
+    eol_default = _dominant_eol_cached(text)
 
     def offset(line: int, column: int) -> int:
         if line == len(starts) + 1 and column == 1:
@@ -150,11 +174,15 @@ def edit_spans(text: str, edits: tuple[Edit, ...] | list[Edit]) -> tuple[Span, .
 
 
 def apply_spans(text: str, spans: list[Span]) -> str:
-    """Splice non-overlapping spans into ``text`` (last first)."""
-    out = text
-    for span in sorted(spans, key=lambda s: (s.start, s.end), reverse=True):
-        out = out[: span.start] + span.text + out[span.end :]
-    return out
+    """Splice non-overlapping spans into ``text`` (in one join: linear in the text)."""
+    parts: list[str] = []
+    at = 0
+    for span in sorted(spans, key=lambda s: (s.start, s.end)):
+        parts.append(text[at : span.start])
+        parts.append(span.text)
+        at = max(at, span.end)
+    parts.append(text[at:])
+    return "".join(parts)
 
 
 def apply_edits(text: str, edits: tuple[Edit, ...] | list[Edit]) -> str:
@@ -171,13 +199,26 @@ def _conflicts(a: Span, b: Span) -> bool:
 def choose(candidates: list[Candidate]) -> list[Candidate]:
     """A deterministic set of fixes that do not conflict: the earliest (then by code) wins."""
     chosen: list[Candidate] = []
+    # taken spans never overlap or touch (bar one edit taken twice): ordered by start, the one
+    # that starts last at or before a span's end is the only one that can reach it
+    starts: list[int] = []
     taken: list[Span] = []
     for cand in sorted(candidates, key=Candidate.order):
-        if any(_conflicts(s, t) for s in cand.spans for t in taken):
+        if any(_conflicts_taken(s, starts, taken) for s in cand.spans):
             continue
         chosen.append(cand)
-        taken.extend(cand.spans)
+        for span in cand.spans:
+            at = bisect.bisect_right(starts, span.start)
+            starts.insert(at, span.start)
+            taken.insert(at, span)
     return chosen
+
+
+def _conflicts_taken(span: Span, starts: list[int], taken: list[Span]) -> bool:
+    at = bisect.bisect_right(starts, span.end) - 1
+    while at >= 0 and taken[at] == span:
+        at -= 1  # the same edit twice (two findings, one fix) is applied once
+    return at >= 0 and _conflicts(span, taken[at])
 
 
 # -- the engine ----------------------------------------------------------------------------
@@ -212,7 +253,7 @@ def _parse_problems(text: str, settings: _Settings) -> int | None:
 
 def _key(text: str, finding: Finding) -> tuple[str, str, str, str]:
     """Who a finding is, across passes that move lines: code, the text of its line, message tail."""
-    lines = text.splitlines()
+    lines = _line_table(text)[1]
     line = lines[finding.line - 1] if 1 <= finding.line <= len(lines) else ""
     message = re.sub(r"\bline \d+", "line N", finding.message)
     return (finding.code, line, message, finding.fix.description if finding.fix else "")
@@ -253,6 +294,7 @@ def fix_text(
     except Exception as exc:  # a crashing rule (the lint that follows reports it) or unreadable input
         outcome.messages.append(f"{path}: not fixed: linting it failed ({_one_line(exc)})")
         return outcome
+    first = findings  # the original's findings, for the whole-file check at the end
     rejected: set[tuple[str, str, str, str]] = set()
     resolved: dict[str, str | None] = {}
     for _ in range(MAX_PASSES):
@@ -283,7 +325,7 @@ def fix_text(
         if not progressed and not _candidates(current, findings, settings, rejected, resolved, None):
             break
     current = _same_final_newline(text, current)
-    if current != text and not _still_better(text, current, outcome.applied, settings):
+    if current != text and not _still_better(first, current, outcome.applied, settings):
         outcome.messages.append(f"{path}: every fix rolled back: the fixed file did not lint as expected")
         outcome.rolled_back.extend((f, "whole-file check failed") for f in outcome.applied)
         outcome.applied = []
@@ -338,9 +380,7 @@ def _try(
     text: str, findings: list[Finding], batch: list[Candidate], settings: _Settings
 ) -> tuple[str, list[Finding]] | None:
     """The new text and its findings if applying ``batch`` fixes what it claims and adds nothing."""
-    spans: list[Span] = []
-    for cand in batch:
-        spans.extend(s for s in cand.spans if s not in spans)
+    spans = list(dict.fromkeys(s for cand in batch for s in cand.spans))
     new = apply_spans(text, spans)
     if new == text:
         return None
@@ -382,10 +422,11 @@ def _why_not(text: str, findings: list[Finding], cand: Candidate, settings: _Set
     return verdict if isinstance(verdict, str) else "it conflicts with the other fixes"
 
 
-def _still_better(original: str, fixed: str, applied: list[Finding], settings: _Settings) -> bool:
-    """Whole-file check: against the original, every applied fix removed its finding and nothing was added."""
+def _still_better(original: list[Finding], fixed: str, applied: list[Finding], settings: _Settings) -> bool:
+    """Whole-file check: against the original's findings, every applied fix removed its finding
+    and nothing was added."""
     try:
-        before = Counter(f.code for f in _lint(original, settings))
+        before = Counter(f.code for f in original)
         after = Counter(f.code for f in _lint(fixed, settings))
     except Exception:
         return False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 import textwrap
@@ -119,7 +120,9 @@ def dedent(text: str) -> str:
     return textwrap.dedent(text).strip("\n")
 
 
+@functools.lru_cache(maxsize=512)
 def first_line(text: str) -> str:
+    """The first prose line of a rule's text (cached: asked once per finding)."""
     for line in dedent(text).splitlines():
         if line.strip() and not line.startswith("```"):
             return line.strip()

@@ -180,6 +180,14 @@ def redact_value(value: str) -> str:
     return REDACTED if value else value
 
 
+@functools.lru_cache(maxsize=8192)
+def _redact_line(line: str) -> str:
+    """One line redacted (cached: reports repeat help texts and source lines thousands of times)."""
+    for start, stop in reversed(display_secrets(line)):
+        line = line[:start] + REDACTED + line[stop:]
+    return line
+
+
 def redact_secrets(text: str) -> str:
     """``text`` with every credential output must not show replaced by ``***``: literal tokens,
     URL passwords, bearer values, ``--token`` values and the display-only patterns
@@ -199,8 +207,7 @@ def redact_secrets(text: str) -> str:
             in_key = False
             if end.start() > 0 and line[: end.start()].strip():
                 line = REDACTED + line[end.start() :]
-        for start, stop in reversed(display_secrets(line)):
-            line = line[:start] + REDACTED + line[stop:]
+        line = _redact_line(line)
         begin = _PRIVATE_KEY_BEGIN.search(line)
         if begin is not None and _PRIVATE_KEY_END.search(line, begin.end()) is None:
             in_key = True

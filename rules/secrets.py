@@ -6,6 +6,7 @@ import fnmatch
 import posixpath
 import shlex
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpulint import data
 from gpulint.context import LintContext
@@ -13,6 +14,9 @@ from gpulint.dockerfile import Instruction
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.rule import Rule, register
 from gpulint.secrets import is_secret_name, literal_secrets
+
+if TYPE_CHECKING:
+    from gpulint.contextfiles import CopiedFile
 
 
 @register
@@ -86,6 +90,19 @@ def _pairs(instr: Instruction) -> list[tuple[str, str | None]]:
 def pattern_free(path: str) -> str:
     """``path`` with a leading ``~/`` read as the home directory."""
     return "/root/" + path[2:] if path.startswith("~/") else path
+
+
+def _credential_files(ctx: LintContext, files: list[CopiedFile]) -> list[tuple[CopiedFile, str]]:
+    """The credential files among ``files``, judged once per list: COPYs of one directory share
+    the walk's list, and 20 `COPY .` of a 200,000-file context must not judge it 20 times."""
+    cache: dict[int, tuple[list[CopiedFile], list[tuple[CopiedFile, str]]]] = ctx.cache.setdefault(
+        "credential_files", {}
+    )
+    found = cache.get(id(files))
+    if found is None or found[0] is not files:
+        matches = [(item, pattern) for item in files if (pattern := _credential_match(item.relative))]
+        found = cache[id(files)] = (files, matches)
+    return found[1]
 
 
 def _credential_match(path: str) -> str | None:
@@ -181,8 +198,7 @@ class CredentialFileCopied(Rule):
                             break
                 if reported or from_stage is not None:
                     continue
-                for item in copied_files(ctx, instr):
-                    pattern = _credential_match(item.relative)
+                for item, pattern in _credential_files(ctx, copied_files(ctx, instr)):
                     if pattern:
                         yield self.finding(
                             ctx,
