@@ -9,10 +9,11 @@ from pathlib import Path
 from gpulint import data
 from gpulint.buildcontext import PipSources, conda_files, pip_sources
 from gpulint.context import LintContext
+from gpulint.dockerfile import Stage
 from gpulint.finding import Finding, Severity
 from gpulint.installers import Install, PackageSpec
 from gpulint.rule import Rule, register
-from gpulint.shell import Command
+from gpulint.shell import Command, environment_value
 
 __all__ = ["PipSources", "UnpinnedFramework", "framework_names", "pip_sources"]
 
@@ -74,8 +75,13 @@ class UnpinnedFramework(Rule):
         gpulint cannot read (a URL, a file a RUN wrote, one outside the build
         context: what it pins is unknown), and an unpinned reinstall of a package
         pinned earlier in the image without `-U`/`--force-reinstall` (pip keeps the
-        installed version). Conda's `pytorch=2.1` is a prefix match (any 2.1.x) and is
-        reported.
+        installed version). Nor an unpinned `pip install torch` (or a range the
+        image's torch satisfies) over a base image that already ships it -
+        pytorch/pytorch (torch, torchvision, torchaudio), NGC PyTorch, TensorFlow and
+        JAX images - in the image's own environment without `-U`/`--force-reinstall`:
+        pip answers "Requirement already satisfied" and the base tag pins the version
+        (GL109 reports installs that do replace it). Conda's `pytorch=2.1` is a prefix
+        match (any 2.1.x) and is reported.
     """
     why = """
         Each framework release moves its CUDA build, its cuDNN and its pinned
@@ -113,6 +119,8 @@ class UnpinnedFramework(Rule):
                         sources = pip_sources(ctx, stage, instr, install)
                         for spec in sources.specs:
                             if is_framework(spec.name):
+                                if _base_keeps(ctx, stage, cmd, install, spec):
+                                    continue
                                 finding = self._pip_spec(ctx, cmd, install, spec, sources, pinned)
                                 if finding is not None:
                                     yield finding
@@ -206,6 +214,74 @@ class UnpinnedFramework(Rule):
         if spec.source:
             return self.finding_at(spec.source, spec.word.line, message, column=column)
         return self.finding(ctx, message, line=spec.word.line, column=column)
+
+
+def _base_keeps(ctx: LintContext, stage: Stage, cmd: Command, install: Install, spec: PackageSpec) -> bool:
+    """Does this pip install leave the framework the base image ships as it is?
+
+    `pip install torch` (or `torch>=2` the image's torch satisfies) on pytorch/pytorch, without
+    -U/--force-reinstall/-I, says "Requirement already satisfied": a no-op, not a moving version.
+    Only for the image's own environment: not with --target/--prefix/--root/--user, a venv, a
+    pip given by its path, or `conda run`; nor for uv outside `uv pip install --system`.
+    """
+    if spec.kind != "requirement" or spec.name is None or spec.lost_constraint:
+        return False
+    if install.has(*_REPLACING_FLAGS, "--target", "-t", "--prefix", "--root", "--user", "--python", "-p"):
+        return False
+    info = ctx.base_info(stage)
+    if info is None or not info.framework:
+        return False
+    key = f"ngc/{info.framework}" if info.family == "ngc" else info.family
+    shipped = data.load("base_images")["framework_packages"].get(key, [])
+    if spec.name not in shipped:
+        return False
+    if any(w.endswith(" run") for w in cmd.wrappers) or "/" in (cmd.argv[0].value if cmd.argv else ""):
+        return False
+    instr = ctx.dockerfile.instruction_at(cmd.line)
+    scope = instr.scope if instr is not None else {}
+    if environment_value(cmd, scope, "VIRTUAL_ENV") or _makes_venv(ctx, stage):
+        return False
+    if install.tool == "uv" and not (
+        install.has("--system") or (environment_value(cmd, scope, "UV_SYSTEM_PYTHON") or "").lower() in _TRUE
+    ):
+        return False
+    if not spec.specifier:
+        return True
+    base_version = info.framework_version if info.family == "pytorch" and spec.name == "torch" else None
+    if base_version is None or spec.version_from_variable:
+        return False
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    try:
+        return SpecifierSet(spec.specifier.split(";", 1)[0]).contains(base_version, prereleases=True)
+    except InvalidSpecifier:
+        return False
+
+
+_TRUE = frozenset({"1", "true", "yes", "on", "y", "t"})
+
+
+def _makes_venv(ctx: LintContext, stage: Stage) -> bool:
+    """A RUN of the stage (or its parents) that creates a virtual environment: installs may go there."""
+    key = f"pinning.makes_venv:{id(stage)}"
+    if key not in ctx.cache:
+        ctx.cache[key] = _find_venv(ctx, stage)
+    return bool(ctx.cache[key])
+
+
+def _find_venv(ctx: LintContext, stage: Stage) -> bool:
+    for instr in stage.all_instructions():
+        if instr.keyword != "RUN":
+            continue
+        for cmd in ctx.commands(instr):
+            values = cmd.arg_values
+            if cmd.name in ("virtualenv", "venv") or (cmd.name == "uv" and values[:1] == ["venv"]):
+                return True
+            if cmd.name.startswith("python") and values[:2] in (["-m", "venv"], ["-m", "virtualenv"]):
+                return True
+            if cmd.name in ("conda", "mamba", "micromamba") and "create" in values[:2]:
+                return True
+    return False
 
 
 def _environment(ctx: LintContext, cmd: Command, install: Install | None) -> tuple[str, ...]:
