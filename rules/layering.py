@@ -6,6 +6,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 
+from gpulint import data
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Edit, Finding, FixSafety, Severity
@@ -252,7 +253,10 @@ class PipCacheKept(Rule):
         `UV_CACHE_DIR`, `XDG_CACHE_HOME`), without `pip config set
         global.no-cache-dir` earlier, and without a `pip cache purge` / `uv cache
         clean` / `rm -rf ~/.cache/pip` later in the same RUN. Installs with
-        `--no-index` (local wheels only) download nothing and are not reported.
+        `--no-index`, and installs of local wheels or directories with
+        `--no-deps`, download nothing and are not reported. The message says what
+        the cache holds: GPU wheels (GBs), ordinary wheels, or only pip,
+        setuptools, wheel and uv themselves (a few MB: reported as info).
     """
     why = """
         pip keeps every wheel it downloaded in ~/.cache/pip. For GPU images that
@@ -287,6 +291,9 @@ class PipCacheKept(Rule):
                             continue
                         verb = next((w for w in cmd.args if w.value in ("install", "sync")), None)
                         label = _label(cmd, install)
+                        weight = _download_weight(ctx, stage, instr, install)
+                        if weight == "none":
+                            continue
                         cache_dirs = install.options.get("--cache-dir") or []
                         cache_dir: str | None = cache_dirs[-1] if cache_dirs else None
                     elif _is_uv_sync(cmd):
@@ -295,6 +302,7 @@ class PipCacheKept(Rule):
                             continue
                         verb = next((w for w in cmd.args if w.value == "sync"), None)
                         label = "uv sync"
+                        weight = "unknown"
                         cache_dir = _option_value(cmd, "--cache-dir")
                     else:
                         continue
@@ -310,13 +318,59 @@ class PipCacheKept(Rule):
                     where = "~/.cache/uv" if is_uv else "~/.cache/pip"
                     yield self.finding(
                         ctx,
-                        f"`{label}` keeps its download cache ({where}) in the image (for torch and its CUDA wheels, "
-                        f"2-3 GB); add {flag}, set {'UV_NO_CACHE=1' if is_uv else 'PIP_NO_CACHE_DIR=1'}, "
+                        f"`{label}` keeps its download cache ({where}) in the image ({_WEIGHT_TEXT[weight]}); "
+                        f"add {flag}, set {'UV_NO_CACHE=1' if is_uv else 'PIP_NO_CACHE_DIR=1'}, "
                         "or use RUN --mount=type=cache",
                         line=cmd.line,
                         column=cmd.argv[0].column,
                         fix=fix,
+                        severity=Severity.INFO if weight == "tooling" else None,
                     )
+
+
+_WEIGHT_TEXT = {
+    "gpu": "for torch and its CUDA wheels, 2-3 GB",
+    "unknown": "every wheel it downloads: for torch and its CUDA wheels, 2-3 GB",
+    "other": "every wheel it downloaded, a copy next to the installed packages",
+    "tooling": "the installer tooling's wheels: a few MB",
+}
+# names whose wheels are the GPU-sized ones: nvidia-cublas-cu12 and friends, tensorrt...
+_GPU_WHEEL_PREFIXES = ("nvidia-", "tensorrt", "cupy", "jaxlib", "paddlepaddle", "onnxruntime-gpu")
+
+
+def _download_weight(ctx: LintContext, stage: Stage, instr: Instruction, install: Install) -> str:
+    """How much an install puts in pip's cache: "none" (local files, no dependencies fetched),
+    "tooling" (pip/setuptools/wheel: a few MB), "gpu" (frameworks, kernels, CUDA wheels),
+    "other", or "unknown" (a requirements file gpulint cannot read)."""
+    from gpulint.buildcontext import pip_sources
+    from gpulint.rules.kernel_pins import is_kernel
+    from gpulint.rules.pinning import framework_names
+
+    tables = data.load("packages")
+    sources = pip_sources(ctx, stage, instr, install)
+    read = {f.display for f in sources.files}
+    if len(read) < len(set(install.requirement_files)) or install.editables:
+        return "unknown"
+    specs = sources.specs
+    if not specs:
+        return "unknown"
+    no_deps = install.no_deps
+    if all(s.kind == "path" for s in specs) and no_deps:
+        return "none"  # local wheels or directories, nothing fetched for them
+    frameworks, prefixes, _ = framework_names()
+    tooling = set(tables["installer_tooling"])
+    names = [s.name for s in specs if s.kind != "path" or not no_deps]
+    if any(n is None for n in names):
+        return "unknown"
+    if any(
+        n in frameworks or n.startswith(prefixes) or is_kernel(n) or n.startswith(_GPU_WHEEL_PREFIXES)
+        for n in names
+        if n
+    ):
+        return "gpu"
+    if all(n in tooling for n in names) and not any(s.kind == "path" for s in specs):
+        return "tooling"
+    return "other"
 
 
 def _label(cmd: Command, install: Install) -> str:

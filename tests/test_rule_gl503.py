@@ -143,3 +143,42 @@ def test_builder_stage_only_copied_from() -> None:
         "RUN pip install --no-cache-dir /wheels/*.whl",
     )
     assert gl503(text) == []
+
+
+@pytest.mark.parametrize(
+    ("run_line", "holds", "severity"),
+    [
+        (
+            "RUN pip install -U pip setuptools wheel",
+            "the installer tooling's wheels: a few MB",
+            Severity.INFO,
+        ),
+        (
+            "RUN pip install --upgrade pip uv==0.4.18",
+            "the installer tooling's wheels: a few MB",
+            Severity.INFO,
+        ),
+        ("RUN pip install fastapi==0.115.5", "every wheel it downloaded, a copy next to", Severity.WARNING),
+        (
+            "RUN pip install nvidia-cudnn-cu12==9.1.0.70",
+            "for torch and its CUDA wheels, 2-3 GB",
+            Severity.WARNING,
+        ),
+        ("RUN pip install pip xformers==0.0.28", "for torch and its CUDA wheels, 2-3 GB", Severity.WARNING),
+        ("RUN pip install /src", "every wheel it downloads: for torch", Severity.WARNING),
+    ],
+)
+def test_message_and_severity_scale_with_what_is_installed(
+    run_line: str, holds: str, severity: Severity
+) -> None:
+    f = only(gl503(dockerfile(FROM, run_line)))
+    assert holds in f.message
+    assert f.severity is severity
+
+
+@pytest.mark.parametrize(
+    "run_line",
+    ["RUN pip install --no-deps /wheels/x-1.0-py3-none-any.whl", "RUN pip install --no-deps ./src"],
+)
+def test_local_files_without_dependencies_fetch_nothing(run_line: str) -> None:
+    assert gl503(dockerfile(FROM, run_line)) == []
