@@ -238,8 +238,12 @@ class UnpinnedKernelPackage(Rule):
         `pkg=1.2` are not pins; an unquoted `pkg<2` is a shell redirect (said so).
         Also: `git+https://...` installs without a commit SHA or release tag
         (`@main` is a branch), wheel URLs without a version, and `git clone` +
-        build without `git checkout <ref>` or `--branch <version tag>`. `pip
-        install apex` from PyPI is reported as the unrelated package it is.
+        build or pip install without `git checkout <ref>` or `--branch <version
+        tag>` (the message says "build" or "pip install", as the Dockerfile does;
+        a clone that is never built or installed is not reported). `pip install
+        apex` from PyPI is reported as the unrelated package it is. Git sources of
+        kernel libraries are errors; other git sources (pure-Python code that only
+        moves, with no torch/CUDA ABI to break) are warnings.
 
         Not reported: `==`/`===` pins, versions from an `ARG`/`ENV`, SHA- or
         tag-pinned git URLs, versioned wheel files and URLs, packages pinned by a
@@ -282,13 +286,16 @@ class UnpinnedKernelPackage(Rule):
                         else "no ref (the default branch)"
                     )
                     what = spec.name or _safe_url(spec.url or spec.raw)
+                    kernel = _builds_cuda(spec)
                     yield _report_at(
                         self,
                         ctx,
                         spec,
                         f"{what} is installed from git with {ref}: each build "
-                        f"{'compiles' if _builds_cuda(spec) else 'installs'} whatever is "
+                        f"{'compiles' if kernel else 'installs'} whatever is "
                         "there that day; pin a commit SHA or a release tag (@v1.2.3)",
+                        # a CUDA kernel library moves with torch/CUDA/ABI: an error; other code: a warning
+                        severity=None if kernel else Severity.WARNING,
                     )
                     continue
                 if spec.kind == "url" and is_kernel(spec.name) and not spec.pinned:
@@ -386,26 +393,33 @@ class UnpinnedKernelPackage(Rule):
                 cwd = _cwd_before(commands[:index], workdir)
                 directory = posixpath.normpath(posixpath.join(cwd, clone.directory))
                 verdict = _after_clone(ctx, stage, instructions[position:], index + 1, directory, workdir)
-                if not verdict.startswith("build"):
+                step, _, branch = verdict.partition(":")  # branch: a `git checkout main` seen before it
+                if step not in ("build", "install"):
                     continue
-                branch = verdict.partition(":")[2]  # a `git checkout main` seen before the build
                 if branch:
                     how = f"a checkout of `{branch}` (a branch)"
                 elif clone.branch:
                     how = f"--branch {clone.branch} (a branch)"
                 else:
                     how = "no --branch or checkout"
-                verb = (
-                    "compiles" if package_of_repo(clone.name) or is_kernel(clone.name.lower()) else "installs"
-                )
+                kernel = bool(package_of_repo(clone.name) or is_kernel(clone.name.lower()))
+                if step == "install":
+                    then, verb = (
+                        "then a pip install of it",
+                        ("compiles and installs" if kernel else "installs"),
+                    )
+                else:
+                    then, verb = "then a build", "compiles"
                 yield self.finding(
                     ctx,
                     redact_secrets(
-                        f"git clone of {clone.name} with {how} and then a build: each build {verb} whatever the "
+                        f"git clone of {clone.name} with {how}, {then}: each build {verb} whatever the "
                         "branch holds that day; add `git checkout <commit>` or clone `--branch <release tag>`"
                     ),
                     line=cmd.line,
                     column=cmd.argv[0].column,
+                    # a CUDA kernel library moves with torch/CUDA/ABI; other code only moves
+                    severity=None if kernel else Severity.WARNING,
                 )
 
 
@@ -513,8 +527,25 @@ def _after_clone(
                         return "checkout"
                     branch = ref
                 elif _builds(cmd, cwd, directory):
-                    return f"build:{branch}" if branch else "build"
+                    step = "install" if _installs_only(cmd) else "build"
+                    return f"{step}:{branch}" if branch else step
     return ""
+
+
+def _installs_only(cmd: Command) -> bool:
+    """A pip/uv install (or `setup.py install`/`develop`) of the checkout, as opposed to a native
+    build (make, cmake, ninja, `setup.py build_ext`/`bdist_wheel`, `pip wheel`)."""
+    values = cmd.arg_values
+    if re.match(r"^python[\d.]*$", cmd.name):
+        if values and values[0].endswith("setup.py"):
+            return any(v in ("install", "develop") for v in values[1:])
+        values = values[2:] if values[:2] == ["-m", "pip"] else []
+    elif cmd.name == "uv" and values[:1] == ["pip"]:
+        values = values[1:]
+    elif not re.match(r"^pip[\d.]*$", cmd.name):
+        return False
+    verbs = [v for v in values if not v.startswith("-")]
+    return bool(verbs) and verbs[0] == "install"
 
 
 def _checkout_ref(cmd: Command, cwd: str, directory: str) -> str | None:

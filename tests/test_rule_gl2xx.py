@@ -8,7 +8,7 @@ import pytest
 from gpulint import lint_text
 from gpulint.config import Config
 from gpulint.engine import lint
-from gpulint.finding import Finding
+from gpulint.finding import Finding, Severity
 from gpulint.rules.kernel_pins import is_tag_like, parse_git_clone
 from gpulint.shell import Command, Word
 
@@ -533,7 +533,11 @@ def test_gl202_git_clone_then_editable_install_with_extras() -> None:
     )
     found = run(text, "GL202")
     assert lines(found) == [3]
-    assert found[0].message.startswith("git clone of sglang with no --branch or checkout and then a build")
+    assert found[0].message.startswith(
+        "git clone of sglang with no --branch or checkout, then a pip install of it: "
+        "each build compiles and installs"
+    )
+    assert found[0].severity is Severity.ERROR  # sglang builds CUDA kernels
     # a pip install of an index URL inside the clone directory is not a build of the clone
     other = PY + "WORKDIR /o\nRUN git clone https://github.com/a/app\nWORKDIR /o/app\n"
     assert (
@@ -562,6 +566,8 @@ def test_branch_installs_say_compiles_only_for_kernel_libraries() -> None:
     )
     assert ["each build installs" in f.message for f in found] == [True, False]
     assert "each build compiles" in found[1].message
+    # pure-Python code only moves: a warning; a kernel library moves with torch/CUDA/ABI: an error
+    assert [f.severity for f in found] == [Severity.WARNING, Severity.ERROR]
 
 
 def test_clone_of_a_branch_checkout_names_the_branch() -> None:
@@ -573,4 +579,18 @@ def test_clone_of_a_branch_checkout_names_the_branch() -> None:
     )
     assert len(found) == 1
     assert "with a checkout of `main` (a branch)" in found[0].message
-    assert "each build installs whatever" in found[0].message  # transformers compiles nothing
+    assert "then a pip install of it: each build installs whatever" in found[0].message  # compiles nothing
+    assert found[0].severity is Severity.WARNING
+
+
+def test_clone_builds_say_build_and_weigh_kernels() -> None:
+    # a native build of a kernel library: compiles, an error; a pip install of a plain repo: installs, a warning
+    found = run(
+        PY + "RUN git clone https://github.com/Dao-AILab/flash-attention /src/fa "
+        "&& cd /src/fa && python3 setup.py bdist_wheel\n"
+        "RUN git clone https://github.com/example-org/webapp /src/app && pip install --no-cache-dir /src/app\n",
+        "GL202",
+    )
+    assert [(f.line, f.severity) for f in found] == [(2, Severity.ERROR), (3, Severity.WARNING)]
+    assert "then a build: each build compiles" in found[0].message
+    assert "then a pip install of it: each build installs" in found[1].message
