@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from gpulint import data
 from gpulint.context import LintContext
-from gpulint.dockerfile import Instruction
+from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.rule import Rule, register
 from gpulint.secrets import is_secret_name, literal_secrets
@@ -31,7 +31,10 @@ class SecretInArgOrEnv(Rule):
         HUGGING_FACE_HUB_TOKEN, WANDB_API_KEY, NGC_API_KEY, OPENAI_API_KEY,
         AWS_SECRET_ACCESS_KEY, GITHUB_TOKEN, `*_TOKEN`, `*_API_KEY`, `*PASSWORD*`,
         `*SECRET*`) and that carries a value or is meant to receive one through
-        `--build-arg`. The value is never printed.
+        `--build-arg`. The value is never printed. Not reported: an ARG or ENV of
+        a builder stage the shipped image does not build on (its history and
+        config stay behind; `COPY --from` takes files, not history), and a global
+        ARG (before the first FROM) that no shipped stage declares again.
     """
     why = """
         `ENV` values are stored in the image config, and `ARG` values passed with
@@ -51,12 +54,18 @@ class SecretInArgOrEnv(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
+        shipped = ctx.shipped_stages()
+        shipped_indexes = {stage.index for stage in shipped}
         for instr in ctx.dockerfile.instructions:
             if instr.keyword not in ("ARG", "ENV"):
                 continue
+            if instr.stage_index >= 0 and instr.stage_index not in shipped_indexes:
+                continue  # a builder stage: its history and config are not the shipped image's
             for key, value in _pairs(instr):
                 if not is_secret_name(key):
                     continue
+                if instr.stage_index < 0 and not _declared_in(shipped, key):
+                    continue  # a global ARG reaches a stage's RUNs only when the stage declares it
                 if instr.keyword == "ENV":
                     if not value:
                         continue
@@ -71,6 +80,14 @@ class SecretInArgOrEnv(Rule):
                         "use RUN --mount=type=secret,id=... and docker build --secret"
                     )
                 yield self.finding(ctx, message, instruction=instr)
+
+
+def _declared_in(stages: list[Stage], name: str) -> bool:
+    return any(
+        instr.keyword == "ARG" and any(key == name for key, _ in _pairs(instr))
+        for stage in stages
+        for instr in stage.instructions
+    )
 
 
 def _pairs(instr: Instruction) -> list[tuple[str, str | None]]:
