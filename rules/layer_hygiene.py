@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from gpulint import data
 from gpulint.buildcontext import workdir_at
 from gpulint.context import LintContext
-from gpulint.contextfiles import copy_sources, resolve_inside
+from gpulint.contextfiles import copied_files, copy_sources, resolve_inside
 from gpulint.cudabuild import build_container, compile_signals, workspace_entry
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
@@ -71,7 +71,8 @@ class AptNoInstallRecommends(Rule):
         `--no-install-recommends` (or `-o APT::Install-Recommends=false`/`=0`).
         Not reported after an earlier `RUN` of the image wrote
         `APT::Install-Recommends "0";` into `/etc/apt/apt.conf.d/`, nor in builder
-        stages whose layers are not shipped.
+        stages whose layers are not shipped, nor for an install that names no
+        package (`apt-get install -f`; `xargs apt-get install` still counts).
     """
     why = """
         Recommended packages are pulled in by default: documentation, X11
@@ -98,6 +99,8 @@ class AptNoInstallRecommends(Rule):
     def _install(self, ctx: LintContext, cmd: Command, install: Install) -> Iterator[Finding]:
         if install.has("--no-install-recommends"):
             return
+        if not install.packages and "xargs" not in cmd.wrappers:
+            return  # `apt-get install -f`, `apt-get install -y` alone: no package to bring recommends
         options = install.options.get("-o", []) + install.options.get("--option", [])
         if any(
             "install-recommends" in v.lower()
@@ -484,7 +487,9 @@ class DeletedInLaterLayer(Rule):
         target, never reach a layer and are not reported; nor is an `rm` in a `RUN`
         that wrote the same path itself (it cleans its own layer). `COPY` of named
         files into a directory adds only those names to it; a directory source
-        may add anything under the destination.
+        may add anything under the destination. With a build context, the bytes
+        the removed copy still holds are counted (and named); under 32 KiB
+        (scripts, configs, lock files) it is not reported.
     """
     why = """
         Layers are additive: deleting in a later layer hides the files but the
@@ -538,22 +543,88 @@ class DeletedInLaterLayer(Rule):
                     # or the earlier RUN's to report)
                     continue
                 source = origin.origin
-                if source.keyword in ("COPY", "ADD") and _small_file_name(target):
-                    # an install script or a config file copied in and removed after use: a few KB
-                    continue
+                size = None
+                if source.keyword in ("COPY", "ADD"):
+                    size = _copied_bytes_under(ctx, stage, source, target)
+                    if size is not None and size < SMALL_DELETION_BYTES:
+                        continue  # the build context says: a few KB stay behind, not worth a layer
+                    if size is None and _small_file_name(target):
+                        # an install script or a config file copied in and removed after use: a few KB
+                        continue
                 hint = (
                     "; copy only what the image needs (or use RUN --mount=type=bind for files needed only to build)"
                     if source.keyword in ("COPY", "ADD")
                     else "; delete in the same RUN that creates them"
                 )
+                weight = f" ({_human(size)})" if size is not None else ""
                 yield self.finding(
                     ctx,
                     f"`rm {written}` deletes what line {source.line} ({source.keyword}) added in an earlier layer: "
-                    f"the bytes stay in that layer and are still pulled{hint}",
+                    f"the bytes{weight} stay in that layer and are still pulled{hint}",
                     line=cmd.line,
                     column=cmd.argv[0].column,
                 )
                 break
+
+
+# below this a deleted copy is not worth a finding: scripts, configs, lock files (a few KB)
+SMALL_DELETION_BYTES = 32 * 1024
+
+
+def _copied_bytes_under(ctx: LintContext, stage: Stage, instr: Instruction, target: str) -> int | None:
+    """How many bytes of the build context a COPY/ADD put at or under ``target`` (a path or glob),
+    as Docker lays them out; None when the context does not say (no context, --from, a URL,
+    sources whose layout gpulint does not follow)."""
+    files = copied_files(ctx, instr)
+    sources = copy_sources(instr)
+    if not files or any(s.startswith(("http://", "https://", "git@")) or "$" in s for s in sources):
+        return None
+    argv = instr.exec_form or instr.args.split()
+    dest = instr.expand(argv[-1]).text if argv else ""
+    if "$" in dest or not dest:
+        return None
+    dest_abs = _absolute(workdir_at(stage, instr), dest)
+    into_dir = dest.endswith("/") or len(sources) > 1
+    total = 0
+    for item in files:
+        image_path = _image_path(ctx, item.relative, sources, dest_abs, into_dir)
+        if image_path is None:
+            return None
+        if _matches(image_path, target, contents=True):
+            total += item.size
+    return total
+
+
+def _image_path(
+    ctx: LintContext, relative: str, sources: list[str], dest_abs: str, into_dir: bool
+) -> str | None:
+    """Where a context file a COPY sent lands: a directory source's contents go into the
+    destination; a named file goes to it (or into it, for `dest/` and several sources)."""
+    for source in sources:
+        base = posixpath.normpath(source.replace("\\", "/")).lstrip("/")
+        if any(c in base for c in "*?["):
+            if fnmatch.fnmatchcase(relative, base):
+                return posixpath.join(dest_abs, posixpath.basename(relative))
+            top = base.split("/", 1)[0]
+            if relative.startswith(top + "/") and "/" not in base:
+                return None  # a glob that matched a directory: its layout is Docker's business
+            continue
+        if base == ".":
+            return posixpath.join(dest_abs, relative)
+        if relative == base:
+            return posixpath.join(dest_abs, posixpath.basename(base)) if into_dir else dest_abs
+        if relative.startswith(base + "/"):
+            return posixpath.join(dest_abs, relative[len(base) + 1 :])
+    return None
+
+
+def _human(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{size} B"
 
 
 _SMALL_FILE_SUFFIXES = (
