@@ -678,6 +678,9 @@ class ManifestContext:
     services: list[Service] = field(default_factory=list)
     containers: list[Container] = field(default_factory=list)
     problems: list[tuple[Node | None, str, str]] = field(default_factory=list)  # (where, path, message)
+    # `build:` whose Dockerfile is not there (generated before the build, or a stale entry): a
+    # warning, not a file that cannot be parsed
+    missing_builds: list[tuple[Node, str]] = field(default_factory=list)  # (where, message)
     gpus_available: int | None = None
     dockerfile_results: list[LintResult] = field(default_factory=list)
 
@@ -926,6 +929,16 @@ class _ComposeLoader:
                     )
                 )
                 return info
+        if not os.path.lexists(path):
+            shown = os.path.relpath(path, str(base)) if not os.path.isabs(dockerfile) else dockerfile
+            self.ctx.missing_builds.append(
+                (
+                    node,
+                    f"service '{service.name}' builds {shown}, which does not exist: `docker compose build` "
+                    "fails unless a step creates it first; that Dockerfile is not linted",
+                )
+            )
+            return info
         try:
             text = _read_regular(path)
         except InputError as exc:

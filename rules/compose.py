@@ -742,6 +742,15 @@ def _manifest_problems(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
             yield node_finding(rule, node, message, help="fix the file so that docker compose can load it")
         else:
             yield rule.finding_at(path, 1, message)
+    for node, message in ctx.missing_builds:
+        # the compose file itself loads; only the Dockerfile it names is not there (yet)
+        yield node_finding(
+            rule,
+            node,
+            message,
+            severity=Severity.WARNING,
+            help="point build.dockerfile at the Dockerfile the service builds, or create it before linting",
+        )
 
 
 @manifest_check("GL002")

@@ -43,7 +43,10 @@ class ParseError(Rule):
         the first `FROM`, a `FROM` without an image, `COPY`/`ADD` without a
         destination, `SHELL` not in JSON form, `WORKDIR`/`USER`/`ENV`/... without
         arguments, and a file with no instructions at all. One finding per problem,
-        with the line.
+        with the line. In compose and Kubernetes files: what `docker compose`
+        cannot load (broken YAML, circular `extends`, files outside the root); a
+        `build:` whose Dockerfile does not exist is a warning that names it, and the
+        rest of the file is still linted.
     """
     why = """
         `docker build` stops at the first such line, usually after minutes of
