@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterator
 from gpulint import data
 from gpulint.context import LintContext
 from gpulint.cudabuild import ARCH_VARIABLES, run_exports
-from gpulint.dockerfile import Instruction, Stage
+from gpulint.dockerfile import Instruction, Stage, raw_key_values
 from gpulint.edits import env_pair_edit
+from gpulint.expand import expand_word
 from gpulint.finding import Finding, Fix, FixSafety, Severity
 from gpulint.frameworks import torch_variant
 from gpulint.lazyre import lazy_re
@@ -375,6 +376,10 @@ class BroadDriverCapabilities(Rule):
         `compute,utility` (graphics, video, display, compat32, ngx), left set in
         the shipped image when it shows no graphics or video use (ffmpeg/NVENC,
         EGL/OpenGL/Vulkan, Xvfb, MuJoCo, ...; opencv's libgl1 does not count).
+        The value is read as `docker build` sets it: a variable no ARG or ENV
+        declares is empty (the toolkit's default, compute,utility), `${CAPS:-all}`
+        takes its default, and an ARG without a default (set by `--build-arg`) is
+        unknown and not reported.
     """
     why = """
         Each capability mounts more host driver libraries into the container
@@ -392,7 +397,10 @@ class BroadDriverCapabilities(Rule):
         setting = _shipped_env(ctx).get("NVIDIA_DRIVER_CAPABILITIES")
         if setting is None:
             return
-        instr, value = setting
+        instr, _ = setting
+        value = _value_at_build(instr, "NVIDIA_DRIVER_CAPABILITIES")
+        if value is None:
+            return  # set from a build arg gpulint does not know: the capabilities are unknown
         caps = {c.strip().lower() for c in value.split(",") if c.strip()}
         extra = caps - {"compute", "utility"}
         if not extra or _uses_graphics(ctx):
@@ -413,6 +421,21 @@ class BroadDriverCapabilities(Rule):
             if edit
             else None,
         )
+
+
+def _value_at_build(instr: Instruction, key: str) -> str | None:
+    """The value ENV gives ``key`` when the image is built: a variable no ARG or ENV declares is
+    empty then (Docker substitutes ""), an ARG declared without a default is unknown (None)."""
+    pairs = raw_key_values(instr.args, legacy=True)
+    raw = next((value for name, value in reversed(pairs) if name == key), None)
+    if raw is None:
+        return None
+    expanded = expand_word(raw, instr.scope)
+    if not expanded.missing:
+        return expanded.text
+    if any(name in instr.scope for name in expanded.missing):
+        return None
+    return expand_word(raw, {**instr.scope, **dict.fromkeys(expanded.missing, "")}).text
 
 
 def _uses_graphics(ctx: LintContext) -> bool:
