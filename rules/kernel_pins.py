@@ -242,8 +242,10 @@ class UnpinnedKernelPackage(Rule):
         tag>` (the message says "build" or "pip install", as the Dockerfile does;
         a clone that is never built or installed is not reported). `pip install
         apex` from PyPI is reported as the unrelated package it is. Git sources of
-        kernel libraries are errors; other git sources (pure-Python code that only
-        moves, with no torch/CUDA ABI to break) are warnings.
+        kernel libraries, and any git source built in a stage that can compile
+        CUDA (a devel/NGC base, nvcc installed), are errors; other git sources
+        (pure-Python code that only moves, with no torch/CUDA ABI to break) are
+        warnings.
 
         Not reported: `==`/`===` pins, versions from an `ARG`/`ENV`, SHA- or
         tag-pinned git URLs, versioned wheel files and URLs, packages pinned by a
@@ -286,7 +288,7 @@ class UnpinnedKernelPackage(Rule):
                         else "no ref (the default branch)"
                     )
                     what = spec.name or _safe_url(spec.url or spec.raw)
-                    kernel = _builds_cuda(spec)
+                    kernel = _builds_cuda(spec) or has_cuda_compiler(ctx, stage)
                     yield _report_at(
                         self,
                         ctx,
@@ -402,7 +404,11 @@ class UnpinnedKernelPackage(Rule):
                     how = f"--branch {clone.branch} (a branch)"
                 else:
                     how = "no --branch or checkout"
-                kernel = bool(package_of_repo(clone.name) or is_kernel(clone.name.lower()))
+                kernel = bool(
+                    package_of_repo(clone.name)
+                    or is_kernel(clone.name.lower())
+                    or has_cuda_compiler(ctx, stage)
+                )
                 if step == "install":
                     then, verb = (
                         "then a pip install of it",
@@ -423,9 +429,38 @@ class UnpinnedKernelPackage(Rule):
                 )
 
 
+_NVCC_PACKAGE_RE = re.compile(
+    r"^(cuda-nvcc|cuda-toolkit|cuda-compiler|cuda-libraries-dev|nvidia-cuda-toolkit)\b"
+)
+
+
+def has_cuda_compiler(ctx: LintContext, stage: Stage) -> bool:
+    """Can a build in this stage compile CUDA: a devel/NGC base, or nvcc installed with apt/yum/conda?
+    There an unknown repository built from git may well carry CUDA kernels (openfold, a fork of
+    pytorch, MinkowskiEngine); in a runtime image it can only be Python or CPU code."""
+    key = f"kernel_pins.nvcc:{id(stage)}"
+    if key not in ctx.cache:
+        info = ctx.base_info(stage)
+        found = info is not None and (info.is_devel or info.family == "ngc")
+        if not found:
+            for chain_stage in stage.chain():
+                for _, _, install in ctx.stage_installs(chain_stage):
+                    if install.manager in ("apt", "yum", "conda") and any(
+                        p.name and _NVCC_PACKAGE_RE.match(p.name) for p in install.packages
+                    ):
+                        found = True
+        ctx.cache[key] = found
+    return bool(ctx.cache[key])
+
+
 def _builds_cuda(spec: PackageSpec) -> bool:
-    """A git install of a kernel library (by its name, or its repository's)."""
-    return is_kernel(spec.name) or repo_package(spec) is not None
+    """A git install of a kernel library (by its name, or its repository's: `triton-pre-mlir @
+    git+https://github.com/vchiley/triton.git` is a triton build)."""
+    if is_kernel(spec.name) or repo_package(spec) is not None:
+        return True
+    path = (spec.url or spec.raw).split("#", 1)[0].split("://", 1)[-1]
+    repo = re.sub(r"\.git$", "", path.rsplit("@", 1)[0].rstrip("/").rsplit("/", 1)[-1])
+    return is_kernel(re.sub(r"[-_.]+", "-", repo).lower())
 
 
 # -- git clone + build -------------------------------------------------------------------------

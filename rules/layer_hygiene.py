@@ -7,6 +7,7 @@ import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpulint import data
 from gpulint.buildcontext import workdir_at
@@ -579,6 +580,10 @@ def _copied_bytes_under(ctx: LintContext, stage: Stage, instr: Instruction, targ
     sources = copy_sources(instr)
     if not files or any(s.startswith(("http://", "https://", "git@")) or "$" in s for s in sources):
         return None
+    if ctx.context_dir is None or not all(_found_in_context(ctx.context_dir, s) for s in sources):
+        # `COPY . /src` measures whatever directory gpulint took as the context, which for a
+        # Dockerfile in a subdirectory is often not the one `docker build` gets: no size then
+        return None
     argv = instr.exec_form or instr.args.split()
     dest = instr.expand(argv[-1]).text if argv else ""
     if "$" in dest or not dest:
@@ -593,6 +598,15 @@ def _copied_bytes_under(ctx: LintContext, stage: Stage, instr: Instruction, targ
         if _matches(image_path, target, contents=True):
             total += item.size
     return total
+
+
+def _found_in_context(root: Path, source: str) -> bool:
+    """A named source (not `.`, not a glob) that the build context holds."""
+    clean = posixpath.normpath(source.replace("\\", "/")).lstrip("/")
+    if clean in (".", "") or any(c in clean for c in "*?["):
+        return False
+    found = resolve_inside(root, clean)
+    return found is not None and found.exists()
 
 
 def _image_path(

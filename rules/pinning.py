@@ -119,7 +119,7 @@ class UnpinnedFramework(Rule):
                         sources = pip_sources(ctx, stage, instr, install)
                         for spec in sources.specs:
                             if is_framework(spec.name):
-                                if _base_keeps(ctx, stage, cmd, install, spec):
+                                if _base_keeps(ctx, stage, cmd, install, spec, sources):
                                     continue
                                 finding = self._pip_spec(ctx, cmd, install, spec, sources, pinned)
                                 if finding is not None:
@@ -216,15 +216,20 @@ class UnpinnedFramework(Rule):
         return self.finding(ctx, message, line=spec.word.line, column=column)
 
 
-def _base_keeps(ctx: LintContext, stage: Stage, cmd: Command, install: Install, spec: PackageSpec) -> bool:
+def _base_keeps(
+    ctx: LintContext, stage: Stage, cmd: Command, install: Install, spec: PackageSpec, sources: PipSources
+) -> bool:
     """Does this pip install leave the framework the base image ships as it is?
 
     `pip install torch` (or `torch>=2` the image's torch satisfies) on pytorch/pytorch, without
     -U/--force-reinstall/-I, says "Requirement already satisfied": a no-op, not a moving version.
     Only for the image's own environment: not with --target/--prefix/--root/--user, a venv, a
-    pip given by its path, or `conda run`; nor for uv outside `uv pip install --system`.
+    pip given by its path, or `conda run`; nor for uv outside `uv pip install --system`. Not
+    with extras (`jax[cuda12_pip]` adds requirements that replace the image's jaxlib), nor next
+    to unpinned packages that may need another torch (the resolver then moves torchvision too),
+    nor next to a requirements file gpulint cannot read.
     """
-    if spec.kind != "requirement" or spec.name is None or spec.lost_constraint:
+    if spec.kind != "requirement" or spec.name is None or spec.lost_constraint or spec.extras:
         return False
     if install.has(*_REPLACING_FLAGS, "--target", "-t", "--prefix", "--root", "--user", "--python", "-p"):
         return False
@@ -235,6 +240,16 @@ def _base_keeps(ctx: LintContext, stage: Stage, cmd: Command, install: Install, 
     shipped = data.load("base_images")["framework_packages"].get(key, [])
     if spec.name not in shipped:
         return False
+    read = {f.display for f in sources.files}
+    if len(read) < len(set(install.requirement_files)) or install.editables:
+        return False
+    settled = set(shipped) | set(data.load("packages")["installer_tooling"]) | sources.constraint_pins
+    if any(
+        other.kind != "path" and not other.pinned and other.name not in settled
+        for other in sources.specs
+        if other is not spec
+    ):
+        return False  # an unpinned companion may pull another torch, and the shipped one moves with it
     if any(w.endswith(" run") for w in cmd.wrappers) or "/" in (cmd.argv[0].value if cmd.argv else ""):
         return False
     instr = ctx.dockerfile.instruction_at(cmd.line)

@@ -594,3 +594,25 @@ def test_clone_builds_say_build_and_weigh_kernels() -> None:
     assert [(f.line, f.severity) for f in found] == [(2, Severity.ERROR), (3, Severity.WARNING)]
     assert "then a build: each build compiles" in found[0].message
     assert "then a pip install of it: each build installs" in found[1].message
+
+
+def test_unknown_git_builds_are_errors_where_nvcc_is() -> None:
+    # on a devel image an unknown repository (openfold, a pytorch fork) may well compile CUDA kernels
+    found = run(
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+        "RUN git clone https://github.com/aqlaboratory/openfold.git /opt/openfold "
+        "&& pip install --no-cache-dir /opt/openfold\n"
+        'RUN pip install --no-cache-dir "peft @ git+https://github.com/huggingface/peft.git@main"\n',
+        "GL202",
+    )
+    assert [(f.line, f.severity) for f in found] == [(2, Severity.ERROR), (3, Severity.ERROR)]
+
+
+def test_a_git_build_of_a_kernel_repository_under_another_name_is_an_error() -> None:
+    found = run(
+        PY + "RUN pip install --no-cache-dir "
+        '"triton-pre-mlir @ git+https://github.com/vchiley/triton.git@triton_pre_mlir#subdirectory=python"\n',
+        "GL202",
+    )
+    assert [(f.line, f.severity) for f in found] == [(2, Severity.ERROR)]
+    assert "each build compiles" in found[0].message
