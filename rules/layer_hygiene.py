@@ -73,7 +73,8 @@ class AptNoInstallRecommends(Rule):
         Not reported after an earlier `RUN` of the image wrote
         `APT::Install-Recommends "0";` into `/etc/apt/apt.conf.d/`, nor in builder
         stages whose layers are not shipped, nor for an install that names no
-        package (`apt-get install -f`; `xargs apt-get install` still counts).
+        package (`apt-get install -f`; `xargs apt-get install` still counts) or
+        only upgrades installed ones (`--only-upgrade`).
     """
     why = """
         Recommended packages are pulled in by default: documentation, X11
@@ -102,6 +103,8 @@ class AptNoInstallRecommends(Rule):
             return
         if not install.packages and "xargs" not in cmd.wrappers:
             return  # `apt-get install -f`, `apt-get install -y` alone: no package to bring recommends
+        if install.has("--only-upgrade"):
+            return  # upgrades installed packages only (`--only-upgrade libcudnn8`): nothing new comes in
         options = install.options.get("-o", []) + install.options.get("--option", [])
         if any(
             "install-recommends" in v.lower()

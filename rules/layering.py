@@ -253,8 +253,9 @@ class PipCacheKept(Rule):
         `UV_CACHE_DIR`, `XDG_CACHE_HOME`), without `pip config set
         global.no-cache-dir` earlier, and without a `pip cache purge` / `uv cache
         clean` / `rm -rf ~/.cache/pip` later in the same RUN. Installs with
-        `--no-index`, and installs of local wheels or directories with
-        `--no-deps`, download nothing and are not reported. The message says what
+        `--no-index`, and installs of local wheels or directories (editable too)
+        with `--no-deps`, download nothing and are not reported; nor is uv with
+        `--link-mode symlink`, whose environment links into the cache. The message says what
         the cache holds: GPU wheels (GBs), ordinary wheels, or only pip,
         setuptools, wheel and uv themselves (a few MB: reported as info).
     """
@@ -308,6 +309,8 @@ class PipCacheKept(Rule):
                         continue
                     if _cache_disabled(ctx, stage, instr, cmd, is_uv):
                         continue
+                    if is_uv and _links_into_cache(instr, cmd):
+                        continue  # the environment is symlinks into the cache: the cache is the install
                     if _cache_mounted(instr, cmd, is_uv, cache_dir):
                         continue
                     if _purged_later(commands, cmd, is_uv, cache_dir):
@@ -348,13 +351,16 @@ def _download_weight(ctx: LintContext, stage: Stage, instr: Instruction, install
 
     tables = data.load("packages")
     sources = pip_sources(ctx, stage, instr, install)
+    no_deps = install.no_deps
     read = {f.display for f in sources.files}
-    if len(read) < len(set(install.requirement_files)) or install.editables:
+    if len(read) < len(set(install.requirement_files)):
+        return "unknown"
+    local_editables = all(e.startswith((".", "/")) and "://" not in e for e in install.editables)
+    if install.editables and not (no_deps and local_editables):
         return "unknown"
     specs = sources.specs
     if not specs:
-        return "unknown"
-    no_deps = install.no_deps
+        return "none" if install.editables else "unknown"  # `pip install --no-deps -e .`
     if all(s.kind == "path" for s in specs) and no_deps:
         return "none"  # local wheels or directories, nothing fetched for them
     frameworks, prefixes, _ = framework_names()
@@ -401,6 +407,12 @@ def _option_value(cmd: Command, option: str) -> str | None:
 
 def _env(instr: Instruction, cmd: Command, name: str) -> str | None:
     return environment_value(cmd, instr.scope, name)
+
+
+def _links_into_cache(instr: Instruction, cmd: Command) -> bool:
+    """uv's `--link-mode symlink` (or UV_LINK_MODE=symlink): installed files link into the cache."""
+    mode = _option_value(cmd, "--link-mode") or _env(instr, cmd, "UV_LINK_MODE") or ""
+    return mode.strip().lower() == "symlink"
 
 
 def _cache_disabled(ctx: LintContext, stage: Stage, instr: Instruction, cmd: Command, is_uv: bool) -> bool:

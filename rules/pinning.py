@@ -80,7 +80,9 @@ class UnpinnedFramework(Rule):
         pytorch/pytorch (torch, torchvision, torchaudio), NGC PyTorch, TensorFlow and
         JAX images - in the image's own environment without `-U`/`--force-reinstall`:
         pip answers "Requirement already satisfied" and the base tag pins the version
-        (GL109 reports installs that do replace it). Conda's `pytorch=2.1` is a prefix
+        (GL109 reports installs that do replace it). Nor an unpinned torchvision
+        or torchaudio in the same install as an exactly pinned torch (each of
+        their releases requires one exact torch, so pip picks the matching one). Conda's `pytorch=2.1` is a prefix
         match (any 2.1.x) and is reported.
     """
     why = """
@@ -171,6 +173,8 @@ class UnpinnedFramework(Rule):
             return None
         if sources.unread_constraints:
             return None  # a constraints file gpulint cannot read (a URL, a file a RUN made) may pin it
+        if not spec.specifier and spec.kind == "requirement" and _follows_pinned_torch(name, sources):
+            return None  # each torchvision release requires one exact torch: pip picks the one for it
         replacing = install is not None and install.has(*_REPLACING_FLAGS)
         if (env, name) in pinned and not replacing:
             return None  # already installed at a pinned version in this environment: pip keeps it
@@ -214,6 +218,13 @@ class UnpinnedFramework(Rule):
         if spec.source:
             return self.finding_at(spec.source, spec.word.line, message, column=column)
         return self.finding(ctx, message, line=spec.word.line, column=column)
+
+
+def _follows_pinned_torch(name: str, sources: PipSources) -> bool:
+    """An unpinned torchvision/torchaudio installed together with an exactly pinned torch."""
+    if name not in data.load("packages")["torch_companions"]:
+        return False
+    return any(s.name == "torch" and s.pinned for s in sources.specs)
 
 
 def _base_keeps(

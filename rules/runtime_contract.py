@@ -32,7 +32,8 @@ _GPU_PROBE_RE = lazy_re(
 # libgl1/mesa are left out: opencv-python needs libGL.so.1 to import, with no GPU graphics.
 _GRAPHICS_HINTS = lazy_re(
     r"ffmpeg|nvenc|nvdec|vulkan|libegl|\begl\b|xvfb|opengl|glvnd|pyrender|mujoco|moderngl|isaac|omniverse"
-    r"|sapien|libnvidia-(gl|encode|decode)|pycuda.gl|video|vaapi|gstreamer|x11|blender|nvidia_icd|vdpau",
+    r"|sapien|libnvidia-(gl|encode|decode)|pycuda.gl|video|vaapi|gstreamer|x11|blender|nvidia_icd|vdpau"
+    r"|glew|glfw|freeglut|xorg-dev|mesa-dri|libgl1-mesa-dev|libgl-dev|libglu",
     re.I,
 )
 _PLAIN_CUDA_APT_RE = lazy_re(
@@ -398,7 +399,9 @@ class BroadDriverCapabilities(Rule):
         if setting is None:
             return
         instr, _ = setting
-        value = _value_at_build(instr, "NVIDIA_DRIVER_CAPABILITIES")
+        info = ctx.base_info(ctx.shipped_stages()[0]) if ctx.shipped_stages() else None
+        preset = data.load("base_images")["preset_env_values"].get(info.family if info else "", {})
+        value = _value_at_build(instr, "NVIDIA_DRIVER_CAPABILITIES", preset)
         if value is None:
             return  # set from a build arg gpulint does not know: the capabilities are unknown
         caps = {c.strip().lower() for c in value.split(",") if c.strip()}
@@ -423,19 +426,25 @@ class BroadDriverCapabilities(Rule):
         )
 
 
-def _value_at_build(instr: Instruction, key: str) -> str | None:
+_BASE_ENV_PREFIXES = ("NVIDIA_", "CUDA_", "NV_", "NCCL_", "CUDNN_")
+
+
+def _value_at_build(instr: Instruction, key: str, preset: dict[str, str]) -> str | None:
     """The value ENV gives ``key`` when the image is built: a variable no ARG or ENV declares is
-    empty then (Docker substitutes ""), an ARG declared without a default is unknown (None)."""
+    empty then (Docker substitutes ""), unless the base image sets it (``preset``: known values,
+    other NVIDIA_/CUDA_ names unknown); an ARG declared without a default is unknown (None)."""
     pairs = raw_key_values(instr.args, legacy=True)
     raw = next((value for name, value in reversed(pairs) if name == key), None)
     if raw is None:
         return None
-    expanded = expand_word(raw, instr.scope)
+    expanded = expand_word(raw, {**preset, **instr.scope})
     if not expanded.missing:
         return expanded.text
-    if any(name in instr.scope for name in expanded.missing):
+    if any(name in instr.scope or name.startswith(_BASE_ENV_PREFIXES) for name in expanded.missing):
+        # an ARG without a default, or a variable the base image's ENV sets (nvidia/cuda sets
+        # NVIDIA_DRIVER_CAPABILITIES=compute,utility): its value is not known here
         return None
-    return expand_word(raw, {**instr.scope, **dict.fromkeys(expanded.missing, "")}).text
+    return expand_word(raw, {**preset, **instr.scope, **dict.fromkeys(expanded.missing, "")}).text
 
 
 def _uses_graphics(ctx: LintContext) -> bool:

@@ -145,7 +145,7 @@ def test_requirements_through_bind_mount(tmp_path: Path) -> None:
 
 def test_requirement_lines_with_hashes(tmp_path: Path) -> None:
     (tmp_path / "requirements.txt").write_text(
-        "torch==2.4.1 \\\n    --hash=sha256:abc\ntorchvision --hash=sha256:def\n"
+        "torch==2.4.1 \\\n    --hash=sha256:abc\njax --hash=sha256:def\n"
     )
     text = dockerfile(FROM, "COPY requirements.txt .", "RUN pip install --require-hashes -r requirements.txt")
     assert [(Path(f.path).name, f.line) for f in gl201(text, context=tmp_path)] == [("requirements.txt", 3)]

@@ -182,3 +182,19 @@ def test_message_and_severity_scale_with_what_is_installed(
 )
 def test_local_files_without_dependencies_fetch_nothing(run_line: str) -> None:
     assert gl503(dockerfile(FROM, run_line)) == []
+
+
+@pytest.mark.parametrize(
+    "run_line",
+    [
+        "RUN pip install --no-deps -e .",
+        "RUN uv sync --link-mode symlink --frozen",
+        "RUN UV_LINK_MODE=symlink uv pip install --system torch==2.4.1",
+    ],
+)
+def test_nothing_downloaded_or_the_cache_is_the_install(run_line: str) -> None:
+    assert gl503(dockerfile(FROM, run_line)) == []
+
+
+def test_an_editable_install_with_dependencies_keeps_them() -> None:
+    assert len(gl503(dockerfile(FROM, "RUN pip install -e ."))) == 1

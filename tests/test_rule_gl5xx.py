@@ -294,3 +294,8 @@ def test_gl507_leaves_development_images_alone(tmp_path: Path) -> None:
         path.write_text(text)
         found = [f for f in lint_path(str(path), context_dir=str(tmp_path)) if f.code == "GL507"]
         assert bool(found) is reported, name
+
+
+def test_gl501_only_upgrade_brings_no_new_package() -> None:
+    text = "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN apt-get install -y --only-upgrade libcudnn8\n"
+    assert [f for f in lint_text(text, config=Config(select=("GL501",)))] == []
