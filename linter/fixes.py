@@ -572,13 +572,25 @@ def encode(source: SourceFile, text: str) -> bytes:
 def write_fixed(source: SourceFile, text: str) -> None:
     """Replace the file with ``text`` atomically, keeping its BOM, mode and (where allowed) owner.
 
-    A symlink is followed (the file it points at is replaced, the link stays). Raises OSError
-    when the file changed on disk since it was read, or cannot be written.
+    A symlink inside the linted root is followed (the file it points at is replaced, the link
+    stays). Raises OSError, and writes nothing, when the file changed on disk since it was read,
+    is a symlink that leads out of the linted root (the git work tree holding it, else its
+    directory), has other hard links (the atomic rename would split them), is read-only, or
+    cannot be written.
     """
+    from .discovery import is_inside, linted_root
+
     target = Path(os.path.realpath(source.path))
+    if source.path.is_symlink() and not is_inside(str(target), linted_root(str(source.path))):
+        raise OSError(f"a symlink to {target}, outside {linted_root(str(source.path))}; not written")
     if target.read_bytes() != source.data:
         raise OSError(f"{source.path} changed on disk while it was being fixed; not written")
     info = target.stat()
+    if info.st_nlink > 1:
+        raise OSError(f"it has {info.st_nlink} hard links, which replacing it would split; not written")
+    # mode bits, not only access(): root may write a 0444 file, but its owner said read-only
+    if not info.st_mode & 0o222 or not os.access(target, os.W_OK):
+        raise OSError("it is read-only; not written")
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".gpulint-fix", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
