@@ -714,10 +714,11 @@ class CompatLibsOnLibraryPath(Rule):
         )
         help = "leave the compat libraries off the library path; enable them per host where its driver needs them"
         setting = _shipped_env(ctx).get("LD_LIBRARY_PATH")
-        if setting is not None and (m := _COMPAT_DIR_RE.search(setting[1])):
+        compat = _compat_ahead_of_host(setting[1]) if setting is not None else None
+        if setting is not None and compat:
             yield self.finding(
                 ctx,
-                f"LD_LIBRARY_PATH puts CUDA's forward-compatibility libraries ({m.group(0)}) ahead of the host "
+                f"LD_LIBRARY_PATH puts CUDA's forward-compatibility libraries ({compat}) ahead of the host "
                 f"driver: {consequence}",
                 instruction=setting[0],
                 help=help,
@@ -737,6 +738,42 @@ class CompatLibsOnLibraryPath(Rule):
                     )
 
 
+# Where the NVIDIA Container Toolkit mounts the host's libcuda (the distribution's library
+# directory; /usr/local/nvidia/lib* for the Kubernetes device plugin's driver root).
+_HOST_DRIVER_DIRS = frozenset(
+    {
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/lib/x86_64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/local/nvidia/lib",
+        "/usr/local/nvidia/lib64",
+    }
+)
+
+
+def _compat_entry(entry: str) -> str | None:
+    """The compat directory ``entry`` names, if it holds libcuda: not NGC's ``compat/lib``,
+    which stays empty unless the image's entrypoint links it for an old driver."""
+    m = _COMPAT_DIR_RE.fullmatch(entry.rstrip("/"))
+    if m is None or m.group(0).endswith("/compat/lib"):
+        return None
+    return m.group(0)
+
+
+def _compat_ahead_of_host(value: str) -> str | None:
+    """The first compat directory on a library path that no host driver directory precedes."""
+    for entry in value.split(":"):
+        entry = entry.strip()
+        if entry.rstrip("/") in _HOST_DRIVER_DIRS:
+            return None
+        found = _compat_entry(entry)
+        if found:
+            return found
+    return None
+
+
 def _compat_registrations(commands: list[Command]) -> list[tuple[Command, str]]:
     """``ldconfig /usr/local/cuda/compat``, or the directory echoed into /etc/ld.so.conf(.d)
     (by a redirect, or through ``| tee``) in the same RUN."""
@@ -747,7 +784,7 @@ def _compat_registrations(commands: list[Command]) -> list[tuple[Command, str]]:
     )
     out = []
     for cmd in commands:
-        compat = next((m.group(0) for v in cmd.arg_values if (m := _COMPAT_DIR_RE.search(v))), None)
+        compat = next((c for v in cmd.arg_values if (c := _compat_entry(v.strip("'\""))) is not None), None)
         if compat and (cmd.name == "ldconfig" or (cmd.name in ("echo", "printf") and writes_conf)):
             out.append((cmd, compat))
     return out
