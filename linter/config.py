@@ -112,6 +112,23 @@ def _toml_loads(text: str) -> dict[str, Any]:
     return data
 
 
+# `[[[[...` nesting refused before PyYAML sees it: its composer recurses per level, so 2,000
+# levels took a second to end in RecursionError (and a hypothesis deadline flaked on it)
+MAX_FLOW_DEPTH = 200
+
+
+def flow_depth(text: str) -> int:
+    """The deepest nesting of ``[``/``{`` in ``text`` (quotes not considered: an upper bound)."""
+    depth = deepest = 0
+    for ch in re.sub(r"[^\[\]{}]+", "", text):
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}" and depth:
+            depth -= 1
+    return deepest
+
+
 def load_config(path: Path) -> Config:
     try:
         text = path.read_text("utf-8")
@@ -138,6 +155,8 @@ def load_config(path: Path) -> Config:
     else:
         import yaml
 
+        if flow_depth(text) > MAX_FLOW_DEPTH:
+            raise ConfigError(f"{path}: invalid YAML: nested too deeply (more than {MAX_FLOW_DEPTH} levels)")
         try:
             data = yaml.safe_load(text)
         except RecursionError:  # [[[[... thousands deep: PyYAML's composer recurses

@@ -1053,7 +1053,7 @@ def _command() -> Any:
 
         from .cli import _pairs, _write_atomic
         from .config import find_config, load_config
-        from .engine import lint, read_source
+        from .engine import InputError, lint, read_source
         from .secrets import redact_secrets
 
         text = read_source(dockerfile)
@@ -1078,7 +1078,16 @@ def _command() -> Any:
                 err=True,
             )
         check = config.merged(select=("GL101", "GL5"), extend_select=(), ignore=())
-        left = lint(output or "-", result.text, check, {**config.build_args, **args}, None, context).findings
+        # named as the file it came from (or goes to): a limit the rewrite hits names it, not "-"
+        name = output if output not in (None, "-") else dockerfile
+        try:
+            left = lint(name, result.text, check, {**config.build_args, **args}, None, context).findings
+        except InputError as exc:
+            click.echo(
+                f"gpulint: optimize: note: the rewrite was not linted again: {redact_secrets(str(exc))}",
+                err=True,
+            )
+            return 0
         for finding in left:
             click.echo(
                 f"gpulint: optimize: note: the rewrite still has {finding.code} at line {finding.line}: "

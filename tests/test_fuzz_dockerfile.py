@@ -12,11 +12,10 @@ import io
 import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
-from fuzz_support import dockerfile_text, fuzz_settings, record
+from fuzz_support import dockerfile_text, fuzz_settings, record, work_dir
 from gpulint.cli import main
 from gpulint.config import Config
 from gpulint.engine import InputError, lint
@@ -33,7 +32,7 @@ CODE_RE = re.compile(r"^GL\d{3}$")
 
 def _contexts() -> list[str]:
     """Build contexts the lint reads: empty, with requirement files, and hostile (FIFO, /dev/zero, loops)."""
-    root = Path(tempfile.mkdtemp(prefix="gpulint-fuzz-ctx-"))
+    root = work_dir("gpulint-fuzz-ctx-")
     empty = root / "empty"
     empty.mkdir()
     normal = root / "normal"

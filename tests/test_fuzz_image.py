@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fuzz_support import DIGESTS, JSON_ANY, fuzz_settings, image_config, maybe, record
+from fuzz_support import DIGESTS, JSON_ANY, fuzz_settings, image_config, maybe, record, work_dir
 from gpulint.config import Config
 from gpulint.image import registry
 from gpulint.image.analysis import analyse
@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_image_sources import LAYERS
 
-WORK = Path(tempfile.mkdtemp(prefix="gpulint-fuzz-image-"))
+WORK = work_dir("gpulint-fuzz-image-")
 LIMITS = Limits(max_entries=5000, max_bytes=64 << 20, max_name_bytes=4 << 20)
 LAYER = LAYERS[0]
 GZ_LAYER = gzip.compress(LAYER)

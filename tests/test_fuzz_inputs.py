@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,7 @@ from fuzz_support import (
     record,
     requirement_line,
     shell_snippet,
+    work_dir,
     yaml_config_text,
 )
 from gpulint.buildcontext import read_conda_file, read_requirements
@@ -33,7 +33,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz_dockerfile import check_findings
 
-WORK = Path(tempfile.mkdtemp(prefix="gpulint-fuzz-inputs-"))
+WORK = work_dir("gpulint-fuzz-inputs-")
 SCOPE = {"CUDA": "12.4.1", "TORCH_VERSION": "2.3.1", "EMPTY": "", "UNKNOWN": None, "V": "a.b.c"}
 
 
