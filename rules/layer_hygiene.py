@@ -579,13 +579,15 @@ def _copied_bytes_under(ctx: LintContext, stage: Stage, instr: Instruction, targ
     """How many bytes of the build context a COPY/ADD put at or under ``target`` (a path or glob),
     as Docker lays them out; None when the context does not say (no context, --from, a URL,
     sources whose layout gpulint does not follow)."""
-    files = copied_files(ctx, instr)
     sources = copy_sources(instr)
-    if not files or any(s.startswith(("http://", "https://", "git@")) or "$" in s for s in sources):
+    if any(s.startswith(("http://", "https://", "git@")) or "$" in s for s in sources):
         return None
     if ctx.context_dir is None or not all(_found_in_context(ctx.context_dir, s) for s in sources):
         # `COPY . /src` measures whatever directory gpulint took as the context, which for a
         # Dockerfile in a subdirectory is often not the one `docker build` gets: no size then
+        return None
+    files = copied_files(ctx, instr)
+    if not files:
         return None
     argv = instr.exec_form or instr.args.split()
     dest = instr.expand(argv[-1]).text if argv else ""
