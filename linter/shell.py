@@ -360,7 +360,12 @@ def _walk(
         elif child.type in ("declaration_command", "unset_command"):
             _declare(child, data, scope, conditional)
         else:
-            inside = conditional or child.type in _BRANCHING
+            # `test && V=a || V=b`: which assignment runs is not known from the text
+            inside = (
+                conditional
+                or child.type in _BRANCHING
+                or (child.type == "list" and any(c.type == "||" for c in child.children))
+            )
             stack.extend((grandchild, inside) for grandchild in reversed(child.children))
 
 
@@ -1013,6 +1018,7 @@ def _fallback(
     segment: list[_Token] = []
     expect_pattern = False  # inside `case ... in`, before a pattern's `)`
     branching = 0  # inside if/case/for/while: assignments there may not run
+    either = _or_lists(tokens)  # words of `test && V=a || V=b` lists: which assignment runs is unknown
     for token in [*tokens, _Token("op", ";", "", len(script), len(script))]:
         if token.kind != "op":
             segment.append(token)
@@ -1029,7 +1035,9 @@ def _fallback(
         elif token.text == "(" and segment:
             pass  # `name() {`: a function definition
         elif segment and first not in ("for", "case", "select"):
-            commands = _fallback_command(segment, script, point, mapper_at, pos, scope, branching > 0)
+            commands = _fallback_command(
+                segment, script, point, mapper_at, pos, scope, branching > 0 or id(segment[0]) in either
+            )
             closer = segment[0].kind == "redirect" or (
                 segment[0].kind == "word" and segment[0].raw in ("done", "fi", "}", "esac")
             )
@@ -1038,6 +1046,23 @@ def _fallback(
                 out[-1].redirects.extend(_fallback_redirects(segment, point, pos))
             out.extend(commands)
         segment = []
+    return out
+
+
+def _or_lists(tokens: list[_Token]) -> set[int]:
+    """The tokens (by id) of statements that hold a `||`: assignments there may or may not run."""
+    out: set[int] = set()
+    statement: list[_Token] = []
+    has_or = False
+    for token in [*tokens, _Token("op", ";", "", 0, 0)]:
+        if token.kind == "op" and token.text in (";", ";;", "&"):
+            if has_or:
+                out.update(id(t) for t in statement)
+            statement, has_or = [], False
+            continue
+        if token.kind == "op" and token.text == "||":
+            has_or = True
+        statement.append(token)
     return out
 
 

@@ -161,6 +161,15 @@ def test_exports_reach_the_environment_of_later_commands() -> None:
     assert "E" in z.exported and z.exported["E"] is None  # may or may not have run: unknown
 
 
+def test_assignments_in_or_lists_are_unknown() -> None:
+    # huggingface/transformers: `[ ${#PYTORCH} -gt 0 ] && VERSION='torch=='$PYTORCH'.*' || VERSION='torch'`
+    cmds = commands(
+        "RUN [ -n \"$P\" ] && V='torch=='$P'.*' || V='torch'; pip install -U $V && W=1 && pip install w==$W\n"
+    )
+    pips = [c for c in cmds if c.name == "pip"]
+    assert [argv(c) for c in pips] == [["pip", "install", "-U", "$V"], ["pip", "install", "w==1"]]
+
+
 def test_script_assignments_and_field_splitting() -> None:
     # `buildDeps='...' && pip install $buildDeps`, a pattern of the official images
     cmds = commands(
