@@ -185,8 +185,12 @@ class HardcodedVisibleDevices(Rule):
     summary = "The image pins GPU ids with NVIDIA_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES"
     what = """
         Finds `ENV NVIDIA_VISIBLE_DEVICES` or `ENV CUDA_VISIBLE_DEVICES` left set,
-        in the shipped image, to specific GPU indexes, UUIDs or MIG ids. `all`,
-        `none` and `void` are fine, and so are settings in builder stages.
+        in the shipped image, to specific GPU indexes, UUIDs or MIG ids; and, in a
+        GPU image, a `CUDA_VISIBLE_DEVICES` whose first entry is not a GPU id at
+        all (`-1`, `all`, `device0`), which hides every GPU. `NVIDIA_VISIBLE_DEVICES`
+        of `all`, `none` or `void` is fine, so is the CPU-only idiom
+        `CUDA_VISIBLE_DEVICES=-1` in an image without a GPU stack, and so are
+        settings in builder stages.
     """
     why = """
         Which GPUs a container gets is decided when it runs (`docker run --gpus`,
@@ -203,6 +207,19 @@ class HardcodedVisibleDevices(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         env = _shipped_env(ctx)
+        hidden = env.get("CUDA_VISIBLE_DEVICES")
+        if hidden is not None and _hides_every_gpu(hidden[1]) and _is_gpu_image(ctx):
+            instr, value = hidden
+            yield self.finding(
+                ctx,
+                f"CUDA_VISIBLE_DEVICES={value} is not a GPU index: CUDA stops at the first entry it cannot parse, "
+                'so every process in the container sees no GPU at all ("no CUDA-capable device is detected"); '
+                "remove it and let `docker run --gpus` or the orchestrator choose the GPUs",
+                instruction=instr,
+                fix=_removal_fix(
+                    ctx, "CUDA_VISIBLE_DEVICES", _hides_every_gpu, "remove CUDA_VISIBLE_DEVICES"
+                ),
+            )
         for key in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
             setting = env.get(key)
             if setting is None or not _DEVICE_IDS_RE.match(setting[1]):
@@ -228,6 +245,28 @@ class HardcodedVisibleDevices(Rule):
                 instruction=instr,
                 fix=fix,
             )
+
+
+_DEVICE_ENTRY_RE = lazy_re(r"^\s*(\d+|GPU-[0-9a-fA-F-]+|MIG-[\w/-]+)\s*$")
+
+
+def _hides_every_gpu(value: str) -> bool:
+    """CUDA_VISIBLE_DEVICES whose first entry CUDA cannot parse (`-1`, `all`, `none`, `device0`):
+    CUDA makes visible only the devices before the first invalid entry, i.e. none. An empty
+    value is left alone (some launchers clear it)."""
+    first = value.split(",", 1)[0]
+    return bool(value.strip()) and "$" not in value and not _DEVICE_ENTRY_RE.match(first)
+
+
+def _is_gpu_image(ctx: LintContext) -> bool:
+    """The shipped image is meant to use a GPU: a GPU base, or a CUDA stack it installs or copies."""
+    chain = ctx.shipped_stages()
+    if not chain:
+        return False
+    info = ctx.base_info(chain[-1])
+    return bool(
+        (info is not None and info.gpu) or _installs_cuda_stack(ctx, chain) or _copied_cuda_stack(ctx, chain)
+    )
 
 
 def _removal_fix(ctx: LintContext, key: str, bad: Callable[[str], bool], description: str) -> Fix | None:

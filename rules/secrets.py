@@ -12,6 +12,7 @@ from gpulint import data
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
+from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
 from gpulint.secrets import is_secret_name, literal_secrets
 
@@ -242,6 +243,10 @@ class CredentialFileCopied(Rule):
                 )
 
 
+# user:password with a literal password (not $VAR, not an empty one); `-e` hashes are literals too.
+_LITERAL_PASSWORD_PAIR = lazy_re(r"^[A-Za-z_][A-Za-z0-9_.-]*:(?!\$)[^\s$:]+$")
+
+
 @register
 class InlineToken(Rule):
     code = "GL603"
@@ -312,3 +317,33 @@ class InlineToken(Rule):
                         line=number,
                         column=start + 1,
                     )
+            if instr.keyword == "RUN":
+                yield from self._chpasswd(ctx, instr)
+
+    def _chpasswd(self, ctx: LintContext, instr: Instruction) -> Iterator[Finding]:
+        """``echo 'root:hunter2' | chpasswd``: a literal password set in the image (and its history)."""
+        commands = ctx.commands(instr)
+        feeds = [c for c in commands if c.name == "chpasswd"]
+        if not feeds:
+            return
+        for cmd in commands:
+            sources: list[tuple[int, int, str]] = []
+            if cmd.name in ("echo", "printf"):
+                sources = [(w.line, w.column, w.value) for w in cmd.args if not w.value.startswith("-")]
+            elif cmd.name == "chpasswd" and cmd.stdin:
+                sources = [(cmd.stdin_line or cmd.line, 1, cmd.stdin)]
+            for line, column, text in sources:
+                if any(
+                    _LITERAL_PASSWORD_PAIR.match(part.strip())
+                    for part in text.replace("\\n", "\n").splitlines()
+                ):
+                    yield self.finding(
+                        ctx,
+                        "RUN sets a literal password with chpasswd (***): the password is stored in the image "
+                        "history and is the same in every container of the image; lock the account, use key-based "
+                        "access, or set the password at start-up from a secret",
+                        line=line,
+                        column=column,
+                        help="pass the password at run time (a secret), or lock the account (passwd -l)",
+                    )
+                    break

@@ -76,9 +76,21 @@ def test_gl404_ids(key: str, value: str) -> None:
     assert f"{key}={value} bakes GPU ids into the image" in findings[0].message
 
 
-@pytest.mark.parametrize("value", ["all", "none", "void", '""', "-1", "$GPUS"])
+@pytest.mark.parametrize("value", ["all", "none", "void", '""', "$GPUS"])
 def test_gl404_not_for_all_none_void(value: str) -> None:
-    assert run("GL404", CUDA + f"ENV NVIDIA_VISIBLE_DEVICES={value} CUDA_VISIBLE_DEVICES={value}\n") == []
+    assert run("GL404", CUDA + f"ENV NVIDIA_VISIBLE_DEVICES={value}\n") == []
+
+
+@pytest.mark.parametrize("value", ['""', "$GPUS", "${GPUS:-}"])
+def test_gl404_not_for_empty_or_unknown_cuda_visible_devices(value: str) -> None:
+    assert run("GL404", CUDA + f"ENV CUDA_VISIBLE_DEVICES={value}\n") == []
+
+
+@pytest.mark.parametrize("value", ["all", "none", "void", "-1", "device0", "-1,0"])
+def test_gl404_cuda_visible_devices_that_hide_every_gpu(value: str) -> None:
+    (finding,) = run("GL404", CUDA + f"ENV CUDA_VISIBLE_DEVICES={value}\n")
+    assert f"CUDA_VISIBLE_DEVICES={value} is not a GPU index" in finding.message
+    assert "sees no GPU at all" in finding.message
 
 
 def test_gl404_not_in_builder_stages() -> None:
