@@ -63,7 +63,10 @@ def context_file_for(ctx: LintContext, stage: Stage, instr: Instruction, image_p
         sources, dest = parts
         dest_abs = posixpath.normpath(posixpath.join(workdir_at(item_stage(ctx, item, stage), item), dest))
         expanded = [match for source in sources for match in _expand_source(root, source)]
-        dest_is_dir = dest.endswith("/") or len(expanded) > 1 or any(_is_glob(s) for s in sources)
+        # `COPY requirements.txt .` copies into the WORKDIR, as `COPY requirements.txt ./` does
+        dest_is_dir = (
+            _looks_dir(dest) or dest.endswith("/.") or len(expanded) > 1 or any(_is_glob(s) for s in sources)
+        )
         for source in expanded:
             found = _map(root, source, dest_abs, target, is_dir_dest=dest_is_dir)
             if found is not None:
