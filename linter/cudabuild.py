@@ -350,8 +350,13 @@ def _pip_signals(
         out.append(CompileSignal(cmd.line, "builds with --cuda_ext", True))
     extension_names = _extension_packages()
     sdist_only = _sdist_only_packages()
+    wheels = _wheels_installed_before(ctx, stage, instr)
     jit = _jit_packages()
     for spec in install.packages:
+        setup_needs = _setup_needs_nvcc(instr, cmd, install, spec, wheels)
+        if setup_needs is not None:
+            out.append(setup_needs)
+            continue
         local_jax = _local_cuda_jax(spec)
         if local_jax:
             out.append(
@@ -433,12 +438,105 @@ def _pip_signals(
             out.append(
                 CompileSignal(cmd.line, f"builds {spec.raw} from source against the installed torch", False)
             )
+    if stage is not None and install.requirement_files:
+        from .buildcontext import pip_sources
+
+        for spec in pip_sources(ctx, stage, instr, install).specs:
+            if spec.source is not None:
+                setup_needs = _setup_needs_nvcc(instr, cmd, install, spec, wheels)
+                if setup_needs is not None:
+                    out.append(setup_needs)
     for editable in install.editables:
         if no_isolation:
             out.append(
                 CompileSignal(cmd.line, f"builds {editable} in place against the installed torch", False)
             )
     return out
+
+
+def _setup_needs_nvcc(
+    instr: Instruction, cmd: Command, install: Install, spec: PackageSpec, wheels_before: set[str]
+) -> CompileSignal | None:
+    """flash-attn, mamba-ssm, causal-conv1d from PyPI: their setup.py runs nvcc and needs CUDA_HOME before it
+    even looks for a prebuilt wheel (unless its SKIP_CUDA_BUILD variable is TRUE or pip may take a wheel
+    from elsewhere: a find-links page, an extra index, --only-binary)."""
+    table: dict[str, str] = _packages_table().get("cuda_setup_needs_nvcc", {})
+    name = spec.name
+    if name not in table or spec.kind != "requirement" or spec.local or name in wheels_before:
+        return None
+    if _wheel_source_given(install) or install.has("--only-binary", "--prefer-binary"):
+        return None
+    if (_env_value(instr, cmd, table[name]) or "").upper() in ("TRUE", "1"):
+        return None
+    where = f" (from {spec.source})" if spec.source else ""
+    return CompileSignal(
+        cmd.line,
+        f"installs {name}{where} from PyPI's source distribution, whose setup.py runs nvcc and needs "
+        f"CUDA_HOME even when it then downloads a prebuilt wheel",
+        True,
+        device_code=False,
+    )
+
+
+def _wheels_installed_before(ctx: LintContext, stage: Stage | None, instr: Instruction) -> set[str]:
+    """Packages an earlier pip install of the stage's chain took from a wheel file or URL: a later
+    `pip install <name>` finds them installed ("Requirement already satisfied") and builds nothing."""
+    out: set[str] = set()
+    if stage is None:
+        return out
+    for earlier in stage.chain()[::-1]:
+        for item, _cmd, install in ctx.stage_installs(earlier):
+            if item is instr:
+                return out
+            if install.manager != "pip":
+                continue
+            for spec in install.packages:
+                path = (spec.url or spec.raw).split("#", 1)[0].split("?", 1)[0]
+                if spec.name and spec.kind in ("url", "path") and path.endswith(".whl"):
+                    out.add(spec.name)
+    return out
+
+
+def nvcc_probes(ctx: LintContext, stage: Stage) -> list[CompileSignal]:
+    """``which nvcc`` / ``nvcc --version`` steps whose failure fails the build (not guarded by ``||``/``if``)."""
+    out: list[CompileSignal] = []
+    for instr in stage.instructions:
+        if instr.keyword != "RUN" or instr.heredocs:
+            continue
+        for cmd in ctx.commands(instr):
+            values = cmd.arg_values
+            probe = (cmd.name == "nvcc" and bool(values) and values[0] in ("--version", "-V")) or (
+                cmd.name == "which" and "nvcc" in values
+            )
+            if probe and _fails_the_build(instr.args, cmd.text):
+                out.append(
+                    CompileSignal(
+                        cmd.line, f"probes for nvcc (`{cmd.text.strip()}`)", True, device_code=False
+                    )
+                )
+    return out
+
+
+_REDIRECTS_RE = lazy_re(r"^(\s*(\d?>>?|&>|<)\s*\S+)*")
+_GUARD_BEFORE_RE = lazy_re(r"(\|\||\bif|\belif|\bwhile|\buntil|!|\|)\s*$")
+
+
+def _fails_the_build(script: str, text: str) -> bool:
+    """Does a failing ``text`` fail the RUN? Only when it is not a condition, not piped, not followed by
+    ``||``, and the script stops there: followed by ``&&``, the end, or anything under ``set -e``."""
+    start = script.find(text)
+    if start < 0 or not text:
+        return False
+    before = script[:start].replace("\\\n", " ")
+    if _GUARD_BEFORE_RE.search(before.rstrip()):
+        return False
+    after = script[start + len(text) :]
+    after = after[_REDIRECTS_RE.match(after).end() :].lstrip(" \t\\\n")  # type: ignore[union-attr]
+    if after.startswith("||") or (after.startswith("|") and not after.startswith("||")):
+        return False
+    if after == "" or after.startswith("&&"):
+        return True
+    return bool(re.search(r"\bset\s+-[a-z]*e", before))
 
 
 def _local_cuda_jax(spec: PackageSpec) -> str | None:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 
 from gpulint.context import LintContext
-from gpulint.cudabuild import GENERIC_BUILDERS, CompileSignal, compile_signals, run_exports
+from gpulint.cudabuild import GENERIC_BUILDERS, CompileSignal, compile_signals, nvcc_probes, run_exports
 from gpulint.dockerfile import Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.frameworks import Variant, framework_cuda, series_info, torch_series, torch_variant
@@ -17,7 +17,7 @@ from gpulint.rule import Rule, register
 
 _TOOLKIT_PACKAGE_RE = lazy_re(
     r"^(cuda-toolkit(-\d+(-\d+)?)?|cuda-nvcc(-\d+-\d+)?|cuda-minimal-build(-\d+-\d+)?|cuda-compiler(-\d+-\d+)?"
-    r"|nvidia-cuda-toolkit|cudatoolkit-dev|cuda-nvcc|nvidia-cuda-nvcc-cu\d+)$"
+    r"|nvidia-cuda-toolkit|cudatoolkit-dev|cuda-nvcc|nvidia-cuda-nvcc-cu\d+|cuda|cuda-\d+-\d+)$"
 )
 
 
@@ -146,14 +146,24 @@ class RuntimeLacksToolkit(Rule):
     slug = "runtime-lacks-toolkit"
     severity = Severity.ERROR
     fix_safety = FixSafety.SUGGEST
-    summary = "A stage on a runtime/base CUDA image compiles CUDA code: there is no nvcc there"
+    summary = "A stage on a runtime/base CUDA image (or a plain OS) needs nvcc: there is none there"
     what = """
         Finds stages built on a runtime or base CUDA image (`nvidia/cuda:*-runtime-*`,
         `*-base-*`, `pytorch/pytorch:*-runtime`) that run nvcc or build CUDA code:
         cmake with CUDA options (`-DGGML_CUDA=on`), `DS_BUILD_OPS=1`, apex with
         `--cuda_ext`, source builds of CUDA extensions (git URLs, local paths,
-        `FLASH_ATTENTION_FORCE_BUILD`), `torch.utils.cpp_extension`. Installs of
-        prebuilt wheels, and the same steps in a devel stage, are fine.
+        `FLASH_ATTENTION_FORCE_BUILD`), `torch.utils.cpp_extension`, configure
+        scripts built against CUDA (`--enable-cuda-nvcc`, `--with-cuda`),
+        `g++ -I/usr/local/cuda/include ... -lcudart`; PyPI installs of flash-attn,
+        mamba-ssm and causal-conv1d, whose setup.py runs nvcc and needs CUDA_HOME
+        even before it downloads a prebuilt wheel (unless its `*_SKIP_CUDA_BUILD`
+        is TRUE or a find-links page or extra index may serve the wheel); and
+        `which nvcc` / `nvcc --version` probes whose failure fails the RUN (not
+        after `||`, in an `if`, or piped). The same steps on a plain OS image
+        (ubuntu, debian, python...) are reported too when no earlier step may have
+        installed a toolkit (apt/conda toolkit packages, anything naming CUDA, a
+        script or runfile, a conda environment file, a COPY from another image).
+        Installs of prebuilt wheels, and the same steps in a devel stage, are fine.
     """
     why = """
         Runtime and base images carry no nvcc and no CUDA headers: the build
@@ -177,11 +187,10 @@ class RuntimeLacksToolkit(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.stages:
             info = ctx.base_info(stage)
-            if (
-                info is None
-                or info.flavour not in ("base", "runtime")
-                or info.family not in ("nvidia-cuda", "pytorch")
-            ):
+            if info is None:
+                continue
+            cuda_image = info.flavour in ("base", "runtime") and info.family in ("nvidia-cuda", "pytorch")
+            if not (cuda_image or info.family == "plain"):
                 continue
             if installs_toolkit(ctx, stage.chain()):
                 continue
@@ -191,15 +200,55 @@ class RuntimeLacksToolkit(Rule):
                 if devel
                 else "compile in a *-devel-* builder stage and COPY --from it the built wheel or binary"
             )
-            for line, reasons in by_line(certain_compile_signals(ctx, [stage])):
+            signals = certain_compile_signals(ctx, [stage]) + nvcc_probes(ctx, stage)
+            if not cuda_image:
+                # a plain OS image: only steps before which nothing may have installed a toolkit
+                signals = [s for s in signals if not _may_have_toolkit(ctx, stage, s.line)]
+            what = (
+                f"a {info.flavour} image with no nvcc and no CUDA headers"
+                if cuda_image
+                else "a plain OS or language image, and no step before this one installs the CUDA toolkit"
+            )
+            for line, reasons in by_line(signals):
+                step_fix = fix
+                if all(r.startswith("probes for nvcc") for r in reasons):
+                    step_fix = "drop the probe (there is no nvcc to find), or " + fix
                 yield self.finding(
                     ctx,
-                    f"{_stage_name(stage)} is built on {stage.root.base.text}, a {info.flavour} image with no nvcc "
-                    f"and no CUDA headers, but this step compiles CUDA code (found: {'; '.join(reasons)}): "
-                    f"the build fails here; {fix}",
+                    f"{_stage_name(stage)} is built on {stage.root.base.text}, {what}, but this step needs the "
+                    f"toolkit (found: {'; '.join(reasons)}): the build fails here; {step_fix}",
                     line=line,
-                    help=fix,
+                    help=step_fix,
                 )
+
+
+# steps that may install a CUDA toolkit gpulint cannot see into: a NVIDIA runfile or repository, a
+# script, a conda environment file, a COPY from another image or stage
+_OPAQUE_SCRIPT_RE = lazy_re(r"(^|/)[\w.-]+\.(sh|bash|run)$")
+
+
+def _may_have_toolkit(ctx: LintContext, stage: Stage, line: int) -> bool:
+    """Could anything before ``line`` in the stage's chain have installed nvcc (on a plain OS image)?"""
+    for item in stage.all_instructions():
+        if item.line > line:
+            break
+        if item.keyword in ("COPY", "ADD") and (item.flag("from") is not None or "cuda" in item.args.lower()):
+            return True
+        if item.keyword != "RUN":
+            continue
+        for cmd in ctx.commands(item):
+            if cmd.line >= line:
+                return False  # the step itself: everything before it was looked at
+            text = cmd.text.lower()
+            if "cuda" in text or "nvcc" in text:
+                return True
+            if cmd.name in ("sh", "bash", "source", ".") or _OPAQUE_SCRIPT_RE.search(cmd.name):
+                return True
+            if cmd.name in ("conda", "mamba", "micromamba") and any(
+                v in ("-f", "--file", "env") for v in cmd.arg_values
+            ):
+                return True
+    return False
 
 
 @register

@@ -90,7 +90,7 @@ def test_not_when_cuda_is_off_or_nvcc_is_installed() -> None:
         run(
             "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n"
             "RUN cmake -S /src -B /b -DGGML_CUDA=OFF && cmake --build /b\n"
-            "RUN nvcc --version\n"
+            "RUN which nvcc || echo 'no nvcc'\n"
         )
         == []
     )
@@ -111,3 +111,42 @@ def test_cmake_switches_decide_not_arch_settings() -> None:
         "RUN cmake -B b -DGGML_CUDA=OFF -DLLAMA_CUBLAS=ON\n"
     )
     assert [f.line for f in findings] == [3]
+
+
+def test_nvcc_probes_that_fail_the_build() -> None:
+    findings = run(
+        "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n"
+        "RUN nvcc --version\n"
+        "RUN set -e; which nvcc; echo found\n"
+        "RUN nvcc -V | head -n1\n"
+        "RUN if which nvcc; then echo yes; fi\n"
+    )
+    assert [f.line for f in findings] == [2, 3]
+    assert "probes for nvcc (`nvcc --version`)" in findings[0].message
+    assert "drop the probe" in findings[0].message
+
+
+def test_flash_attn_from_pypi_needs_nvcc_unless_a_wheel_is_already_there() -> None:
+    base = "FROM pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime\n"
+    assert [f.line for f in run(base + "RUN pip install --no-build-isolation flash-attn==2.6.3\n")] == [2]
+    wheel = (
+        "RUN pip install https://github.com/Dao-AILab/flash-attention/releases/download/v2.6.3/"
+        "flash_attn-2.6.3+cu123torch2.4cxx11abiFALSE-cp311-cp311-linux_x86_64.whl\n"
+    )
+    assert run(base + wheel + "RUN pip install --no-build-isolation flash-attn==2.6.3\n") == []
+    assert run(base + "RUN MAMBA_SKIP_CUDA_BUILD=TRUE pip install mamba-ssm==2.2.2\n") == []
+
+
+def test_plain_images_only_when_nothing_may_have_installed_a_toolkit() -> None:
+    build = "RUN cmake -S /src -B /b -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=86\n"
+    assert [f.line for f in run("FROM ubuntu:22.04\n" + build)] == [2]
+    for before in (
+        "RUN apt-get update && apt-get install -y nvidia-cuda-toolkit\n",
+        "RUN conda install -y -c nvidia cuda-nvcc=12.4\n",
+        "RUN bash /tmp/install_deps.sh\n",
+        "COPY --from=nvidia/cuda:12.4.1-devel-ubuntu22.04 /usr/local/cuda /usr/local/cuda\n",
+        "RUN micromamba install -y -n base -f /tmp/env.yml\n",
+    ):
+        assert run("FROM ubuntu:22.04\n" + before + build) == [], before
+    # images that are neither CUDA images nor plain OS/language images are not judged
+    assert run("FROM ghcr.io/acme/builder:1.2.3\n" + build) == []
