@@ -103,11 +103,13 @@ def test_not_when_compiling_against_torch() -> None:
 
 
 def test_maybe_builds_on_a_runtime_image_do_not_exempt() -> None:
-    # flash-attn --no-build-isolation may compile, but a runtime image has no nvcc: it uses the wheel
+    # natten --no-build-isolation may compile (PyPI has its source only), but a runtime image has no nvcc:
+    # a maybe-build is no reason for both stacks. (PyPI's flash-attn is no maybe: its setup.py needs nvcc,
+    # a certain build that GL102 reports.)
     text = (
         "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n"
         "RUN pip install vllm==0.6.3\n"
-        "RUN pip install flash-attn==2.6.3 --no-build-isolation\n"
+        "RUN pip install natten==0.17.1 --no-build-isolation\n"
     )
     assert [f.line for f in run(text)] == [2]
 
