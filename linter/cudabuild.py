@@ -96,12 +96,16 @@ def _jit_packages() -> set[str]:
 
 def run_exports(instr: Instruction) -> dict[str, str]:
     """``export NAME=value`` (and ``declare -x``) statements in a RUN, script and heredoc bodies."""
+    cached: dict[str, str] | None = getattr(instr, "_exports", None)
+    if cached is not None:
+        return cached  # asked once per command of the RUN: a long script is read once
     texts = [instr.args, *(h.body for h in instr.heredocs)]
     out: dict[str, str] = {}
     for text in texts:
         for match in _EXPORT_RE.finditer(text):
             for name, value in _PAIR_RE.findall(match.group(1)):
                 out[name] = value.strip("\"'")
+    instr._exports = out  # type: ignore[attr-defined]
     return out
 
 
@@ -297,10 +301,10 @@ def _command_signals(ctx: LintContext, instr: Instruction, cmd: Command) -> list
             out.append(CompileSignal(cmd.line, "uses torch.utils.cpp_extension", True))
     if cmd.stdin and _CPP_EXT_RE.search(cmd.stdin):
         out.append(CompileSignal(cmd.line, "uses torch.utils.cpp_extension", True))
-    install = None
-    for c, inst in ctx.installs(instr):
-        if c is cmd:
-            install = inst
+    per_instr: dict[int, dict[int, Install]] = ctx.cache.setdefault("cudabuild.installs_by_command", {})
+    if id(instr) not in per_instr:
+        per_instr[id(instr)] = {id(c): inst for c, inst in ctx.installs(instr)}
+    install = per_instr[id(instr)].get(id(cmd))
     if install is None:
         install = parse_pip_wheel(cmd)  # `pip wheel` builds what `pip install` would, without installing it
     if install is None or install.manager != "pip":
@@ -350,7 +354,12 @@ def _pip_signals(
         out.append(CompileSignal(cmd.line, "builds with --cuda_ext", True))
     extension_names = _extension_packages()
     sdist_only = _sdist_only_packages()
-    wheels = _wheels_installed_before(ctx, stage, instr)
+    needs_table = _packages_table().get("cuda_setup_needs_nvcc", {})
+    wheels = (
+        _wheels_installed_before(ctx, stage, instr)
+        if any(spec.name in needs_table for spec in install.packages) or install.requirement_files
+        else set()
+    )
     jit = _jit_packages()
     for spec in install.packages:
         setup_needs = _setup_needs_nvcc(instr, cmd, install, spec, wheels)
@@ -481,19 +490,28 @@ def _setup_needs_nvcc(
 def _wheels_installed_before(ctx: LintContext, stage: Stage | None, instr: Instruction) -> set[str]:
     """Packages an earlier pip install of the stage's chain took from a wheel file or URL: a later
     `pip install <name>` finds them installed ("Requirement already satisfied") and builds nothing."""
-    out: set[str] = set()
     if stage is None:
-        return out
-    for earlier in stage.chain()[::-1]:
-        for item, _cmd, install in ctx.stage_installs(earlier):
-            if item is instr:
-                return out
-            if install.manager != "pip":
-                continue
-            for spec in install.packages:
-                path = (spec.url or spec.raw).split("#", 1)[0].split("?", 1)[0]
-                if spec.name and spec.kind in ("url", "path") and path.endswith(".whl"):
-                    out.add(spec.name)
+        return set()
+    # the wheels of every install of the chain, in order, once per lint: each question is then linear
+    cache: dict[int, list[tuple[int, str]]] = ctx.cache.setdefault("cudabuild.wheel_installs", {})
+    if id(stage) not in cache:
+        found: list[tuple[int, str]] = []
+        for earlier in stage.chain()[::-1]:
+            for item, _cmd, install in ctx.stage_installs(earlier):
+                if install.manager != "pip":
+                    continue
+                for spec in install.packages:
+                    path = (spec.url or spec.raw).split("#", 1)[0].split("?", 1)[0]
+                    if spec.name and spec.kind in ("url", "path") and path.endswith(".whl"):
+                        found.append((id(item), spec.name))
+                found.append((id(item), ""))
+        cache[id(stage)] = found
+    out: set[str] = set()
+    for item_id, name in cache[id(stage)]:
+        if item_id == id(instr):
+            break
+        if name:
+            out.add(name)
     return out
 
 
