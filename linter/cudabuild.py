@@ -63,6 +63,7 @@ _MAX_SCRIPT_BYTES = 256 * 1024
 _MAX_SCANNED_SOURCES = 400
 # jax[cuda12_local] / jax[cuda12-local]: jaxlib's CUDA plugin without the nvidia-* wheels (JAX's install guide)
 _JAX_LOCAL_EXTRA = lazy_re(r"^cuda\d*[-_](pip[-_])?local$", re.I)
+_JAXLIB_CUDA_TEXT_RE = lazy_re(r"\bjaxlib==[^\n]{0,200}?\+cuda")
 _SOURCE_ARCHIVE_RE = lazy_re(r"\.(tar\.gz|tgz|tar\.bz2|zip)$", re.I)
 
 
@@ -138,6 +139,13 @@ def _compile_signals(ctx: LintContext, stages: list[Stage]) -> list[CompileSigna
                 for key, value in instr.key_values():
                     if key in ARCH_VARIABLES:
                         out.append(CompileSignal(instr.line, f"sets {key}", False))
+                    elif key == "CMAKE_ARGS" and _CMAKE_CUDA_ON_RE.search(value):
+                        # only pip's CMake-based source builds read it (llama-cpp-python and kin)
+                        out.append(
+                            CompileSignal(
+                                instr.line, f"sets CMAKE_ARGS={value.strip()} for pip's CMake builds", False
+                            )
+                        )
                     elif key in _COMPILE_PATH_VARIABLES and "cuda" in value.lower():
                         out.append(
                             CompileSignal(
@@ -174,6 +182,16 @@ def _compile_signals(ctx: LintContext, stages: list[Stage]) -> list[CompileSigna
                 for cmd in commands:
                     out.extend(_command_signals(ctx, instr, cmd))
                 out.extend(_arch_assignments(instr, commands))
+                if _JAXLIB_CUDA_TEXT_RE.search(instr.args):
+                    # jaxlib==`...`+cuda`...`: the shell model cannot read the spec, the text says enough
+                    out.append(
+                        CompileSignal(
+                            instr.line,
+                            "installs a jaxlib +cuda wheel, which uses the image's CUDA: XLA runs ptxas at run time",
+                            False,
+                            runtime=True,
+                        )
+                    )
     return out
 
 
@@ -565,6 +583,8 @@ def _local_cuda_jax(spec: PackageSpec) -> str | None:
         return f"jax[{extra}]" if extra else None
     if spec.name == "jaxlib" and "cuda" in (spec.local or "").lower():
         return f"jaxlib+{spec.local}"
+    if spec.name == "jaxlib" and "+cuda" in spec.raw.lower():
+        return spec.raw  # the local label comes from a command substitution: jaxlib==`...`+cuda`...`
     return None
 
 
@@ -714,6 +734,34 @@ def workspace_entry(chain: list[Stage]) -> str | None:
         if not wrapper:
             return _interactive(words)
     return _interactive(_entry_words(cmd)) if cmd is not None else None
+
+
+_NOPASSWD_RE = lazy_re(r"NOPASSWD")
+
+
+def own_entry(chain: list[Stage]) -> bool:
+    """Does the Dockerfile give the image something to run? An ENTRYPOINT wrapper script with no CMD
+    (``docker-entrypoint.sh`` that execs its arguments) runs what ``docker run`` is given."""
+    entry, cmd = entry_point(chain)
+    if cmd is not None:
+        return True
+    if entry is None:
+        return False
+    program = _strip_wrappers(_entry_words(entry))[:1]
+    return bool(program) and not _WRAPPER_SCRIPT_RE.search(program[0])
+
+
+def dev_environment(ctx: LintContext, chain: list[Stage]) -> str | None:
+    """An image with no entry of its own that gives a user password-less sudo: the dev-container
+    convention (people log in and build there). Editors or compilers alone are no such sign: application
+    images install them too (measured on the real-world corpus)."""
+    if own_entry(chain):
+        return None
+    for stage in chain:
+        for instr in stage.instructions:
+            if instr.keyword == "RUN" and _NOPASSWD_RE.search(instr.args):
+                return "a user with password-less sudo"
+    return None
 
 
 def build_container(ctx: LintContext, chain: list[Stage]) -> str | None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from gpulint import data
 from gpulint.buildcontext import pip_sources
 from gpulint.context import LintContext
-from gpulint.cudabuild import build_container, compile_signals, entry_point, workspace_entry
+from gpulint.cudabuild import build_container, compile_signals, dev_environment, own_entry, workspace_entry
 from gpulint.dockerfile import Stage
 from gpulint.expand import expand
 from gpulint.finding import Edit, Finding, Fix, FixSafety, Severity
@@ -41,16 +41,19 @@ class DevelFinalStage(Rule):
         ptxas at run time), an entry script or copied source that JIT-compiles a
         torch extension with `cpp_extension.load()`). Builder stages that are
         only copied from are not shipped and are never reported; NGC products
-        with no runtime flavour to name (tritonserver, nemo) are not reported, nor
+        with no runtime flavour to name (tritonserver, nemo, jax) are not reported, nor
         are Jetson images (`*-igpu` tags, L4T bases: no x86 runtime image runs
         there), nor are Dockerfiles named for a base or development image
         (`Dockerfile.base`, `Dockerfile-builder`, `Dockerfile.dev`,
         `devel.Dockerfile`, a `.devcontainer/Dockerfile`), nor images whose entry
         is a workspace (a shell, Jupyter, sshd, `sleep infinity`), build
         containers (compilers installed and a build tree on `LD_LIBRARY_PATH`
-        or `PATH`), and NGC framework images extended with no CMD or ENTRYPOINT
-        of their own (development environments): other builds start FROM those,
-        or people develop in them, and the toolkit is the point.
+        or `PATH`), dev containers (no CMD/ENTRYPOINT of their own and a user
+        with password-less sudo), NGC framework images
+        extended with no entry of their own, NGC JAX (XLA runs the image's
+        ptxas), `CMAKE_ARGS` with CUDA on in an ENV (pip's CMake builds), and
+        Dockerfiles named for Jetson (`Dockerfile.jetson`): other builds start
+        FROM those, or people develop in them, and the toolkit is the point.
 
         The message names the tag to ship: the `-runtime` tag of the same CUDA
         version, OS and variant (cuDNN, TensorRT kept), or `-base` when the CUDA
@@ -90,13 +93,13 @@ class DevelFinalStage(Rule):
             return
         if ctx.builds_a_toolchain_image:
             return
-        if is_jetson(root):
+        if is_jetson(root) or _jetson_dockerfile(ctx.path):
             return  # no runtime image to name: pytorch/pytorch and nvidia/cuda have no Jetson (iGPU) CUDA
         if compile_signals(ctx, chain):
             return
-        if workspace_entry(chain) or build_container(ctx, chain):
+        if workspace_entry(chain) or build_container(ctx, chain) or dev_environment(ctx, chain):
             return  # a workspace or build environment: building at run time is what it is for
-        if info.family == "ngc" and entry_point(chain) == (None, None):
+        if info.family == "ngc" and not own_entry(chain):
             return  # an NGC SDK image extended with no entry of its own: a development environment
         replacement, saving = _replacement(ctx, root, info, chain)
         shipped = chain[0]
@@ -111,6 +114,14 @@ class DevelFinalStage(Rule):
             help=f"use {replacement}; if a step does need nvcc, build in a devel builder stage and COPY --from it",
             fix=_switch_fix(ctx, root, chain, replacement),
         )
+
+
+def _jetson_dockerfile(path: str) -> bool:
+    """``Dockerfile.jetson``, ``jetson/Dockerfile``, ``Dockerfile-l4t``: written for Jetson by name."""
+    table = data.load("base_images")["jetson_images"]
+    tail = "/".join(path.replace("\\", "/").lower().split("/")[-2:])  # the file and its folder
+    tokens = set(re.split(r"[/:_.-]+", tail))
+    return bool(tokens & set(table["name_tokens"]))
 
 
 def is_jetson(stage: Stage) -> bool:
@@ -130,7 +141,8 @@ def jetson_reference(name: str, tag: str | None) -> bool:
 
 # NGC images that are not an SDK around a framework but the product itself: no runtime
 # flavour exists to name (Triton's -py3 image is its serving runtime; NeMo is its own stack).
-NO_RUNTIME_ALTERNATIVE = frozenset({"tritonserver", "nemo"})
+# NGC JAX runs XLA on the image's own CUDA: it needs ptxas and nvlink from the toolkit at run time.
+NO_RUNTIME_ALTERNATIVE = frozenset({"tritonserver", "nemo", "jax"})
 # pip/conda framework installs that bring their own CUDA libraries (nvidia-* wheels, conda cuda libs)
 _JAX_BUNDLED_EXTRAS = lazy_re(r"^cuda\d*(-pip)?$")
 _CPU_INDEX = lazy_re(r"/whl/(nightly/|test/)?cpu/?$")

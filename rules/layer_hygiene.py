@@ -13,7 +13,7 @@ from gpulint import data
 from gpulint.buildcontext import workdir_at
 from gpulint.context import LintContext
 from gpulint.contextfiles import copied_files, copy_sources, resolve_inside
-from gpulint.cudabuild import build_container, compile_signals, workspace_entry
+from gpulint.cudabuild import build_container, compile_signals, dev_environment, workspace_entry
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.installers import UV_NO_CACHE_FLAGS, Install
@@ -794,8 +794,10 @@ class BuildToolsShipped(Rule):
         FlashInfer, TensorRT-LLM, nvdiffrast, PyCUDA), packages that build C
         code on import (mujoco-py), entry scripts or copied sources that call
         `torch.utils.cpp_extension.load()`, JAX on the image's own CUDA. Nor are
-        workspaces (a shell, Jupyter, sshd or `sleep infinity` as the entry) and
-        build containers (compilers and a build tree on `LD_LIBRARY_PATH`).
+        workspaces (a shell, Jupyter, sshd or `sleep infinity` as the entry),
+        build containers (compilers and a build tree on `LD_LIBRARY_PATH`), and
+        dev containers (no CMD/ENTRYPOINT of their own and a user with
+        password-less sudo).
     """
     why = """
         They are needed to build wheels, not to run them: hundreds of MB (with
@@ -824,7 +826,7 @@ class BuildToolsShipped(Rule):
         chain = ctx.shipped_stages()
         if any(signal.runtime for signal in compile_signals(ctx, chain)):
             return  # cpp_extension JIT at start-up, JAX on the local CUDA: compiled when the container runs
-        if workspace_entry(chain) or build_container(ctx, chain):
+        if workspace_entry(chain) or build_container(ctx, chain) or dev_environment(ctx, chain):
             return  # a shell/notebook workspace or a build environment: building is what it is for
         triton = _installs_any(ctx, "triton_runtime_packages") or _pytorch_base(ctx)
         for stage in ctx.shipped_stages():

@@ -326,7 +326,67 @@ def test_jetson_images_have_no_runtime_image_to_name(image: str, quiet: bool) ->
     assert (gl101(text) == []) is quiet
 
 
-def test_jax_workload_on_an_ngc_base_is_never_told_to_use_tensorflow() -> None:
-    text = dockerfile("FROM nvcr.io/nvidia/jax:24.04-py3", 'CMD ["python", "train.py"]')
-    message = only(gl101(text)).message
-    assert "jax[cuda12]" in message and "tensorflow" not in message.lower()
+def test_jax_on_the_image_cuda_keeps_the_toolkit() -> None:
+    # NGC JAX and jaxlib +cuda wheels run XLA on the image's CUDA: ptxas at run time
+    assert gl101(dockerfile("FROM nvcr.io/nvidia/jax:24.04-py3", 'CMD ["python", "train.py"]')) == []
+    text = dockerfile(
+        "FROM nvcr.io/nvidia/tensorflow:21.02-tf2-py3",
+        "RUN pip install -f https://storage.googleapis.com/jax-releases/jax_releases.html "
+        "jaxlib==`python3 -c 'import jaxlib; print(jaxlib.__version__)'`+cuda112",
+        'CMD ["python", "train.py"]',
+    )
+    assert gl101(text) == []
+
+
+@pytest.mark.parametrize(
+    ("lines", "quiet"),
+    [
+        # no entry of its own and password-less sudo: a dev container; compilers or editors alone are not
+        (["RUN useradd -m dev && echo 'dev ALL=(root) NOPASSWD:ALL' > /etc/sudoers.d/dev"], True),
+        (["RUN apt-get update && apt-get install -y tmux vim && rm -rf /var/lib/apt/lists/*"], False),
+        (["RUN apt-get update && apt-get install -y g++ cmake && rm -rf /var/lib/apt/lists/*"], False),
+        # the same with an entry of its own is an application image
+        (
+            [
+                "RUN apt-get update && apt-get install -y tmux vim && rm -rf /var/lib/apt/lists/*",
+                'CMD ["/app"]',
+            ],
+            False,
+        ),
+        # an entrypoint wrapper with no CMD runs what `docker run` is given
+        (
+            [
+                "RUN useradd -m dev && echo 'dev ALL=(root) NOPASSWD:ALL' > /etc/sudoers.d/dev",
+                'ENTRYPOINT ["/docker-entrypoint.sh"]',
+            ],
+            True,
+        ),
+        (
+            [
+                'ENV CMAKE_ARGS="-DLLAMA_CUBLAS=ON"',
+                "RUN pip install -r https://example.org/requirements.txt",
+                'CMD ["/app"]',
+            ],
+            True,
+        ),
+        (
+            [
+                'ENV CMAKE_ARGS="-DGGML_CUDA=OFF"',
+                "RUN pip install -r https://example.org/requirements.txt",
+                'CMD ["/app"]',
+            ],
+            False,
+        ),
+    ],
+)
+def test_dev_environments_and_pip_cmake_builds(lines: list[str], quiet: bool) -> None:
+    text = dockerfile("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04", *lines)
+    assert (gl101(text) == []) is quiet
+
+
+def test_dockerfiles_named_for_jetson(tmp_path: Path) -> None:
+    text = dockerfile("FROM nvcr.io/nvidia/pytorch:24.12-py3", 'CMD ["python", "serve.py"]')
+    for name, quiet in (("Dockerfile.jetson", True), ("Dockerfile.gpu", False)):
+        path = tmp_path / name
+        path.write_text(text)
+        assert ([f for f in lint_path(str(path)) if f.code == "GL101"] == []) is quiet
