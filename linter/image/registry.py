@@ -16,9 +16,10 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlencode, urljoin, urlparse
 
 from ..lazyre import lazy_re
@@ -37,6 +38,8 @@ from .sources import (
     sanitize_config,
 )
 from .tarscan import DEFAULT_LIMITS, Limits
+
+_T = TypeVar("_T")
 
 MANIFEST_TYPES = (
     "application/vnd.oci.image.index.v1+json",
@@ -172,6 +175,14 @@ class RegistryClient:
         import requests
 
         self._session = requests.Session()
+        if self.tls_verify is False:
+            # asked for on the command line: urllib3's InsecureRequestWarning per request (a
+            # multi-line warning with a URL) says nothing new
+            import warnings
+
+            import urllib3
+
+            warnings.filterwarnings("ignore", category=urllib3.exceptions.InsecureRequestWarning)
         # passed on every request: REQUESTS_CA_BUNDLE would otherwise win over the session's setting
         self._verify: bool | str = self.ca_cert if self.ca_cert else self.tls_verify
         self._session.headers["User-Agent"] = "gpulint"
@@ -314,10 +325,17 @@ class RegistryClient:
         query["scope"] = params.get("scope") or f"repository:{self.repository}:pull"
         auth = None
         if self.credentials is not None:
-            # credentials go to the realm the registry names (auth.docker.io for Docker Hub), but
-            # never in clear text to a host other than the registry's own
-            if realm.scheme == "https" or realm.hostname == _hostname(self.host):
+            # credentials go where Docker sends them: the registry's own host (over HTTP only
+            # when the registry itself is used over HTTP), or another host over verified HTTPS
+            same_host = realm.netloc == self.host or realm.hostname == _hostname(self.host)
+            verified = realm.scheme == "https" and self._verify is not False
+            if (same_host and (realm.scheme == "https" or self.insecure_http)) or verified:
                 auth = (self.credentials.username, self.credentials.password)
+            elif realm.scheme == "https":
+                raise ImageError(
+                    f"{self.host}: refusing to send credentials to the token server "
+                    f"{_shown(realm.netloc)} over unverified TLS (--tls-verify=false)"
+                )
             else:
                 raise ImageError(
                     f"{self.host}: refusing to send credentials over plain HTTP to the token server "
@@ -396,7 +414,39 @@ class RegistryClient:
             return f"{self.host}: rate limited (429)"
         return f"{self.host}/{self.repository}: {what} request failed with HTTP {status}"
 
+    def within_deadline(self, what: str, operation: Callable[[], _T]) -> _T:
+        """``operation()`` with one overall deadline of ``timeout`` seconds, enforced whatever
+        the server does: requests' timeout is per read, so a server that sends its headers or
+        body a byte every half second never trips it. The operation runs in a daemon thread
+        that is abandoned (and ends with the process) when the deadline passes."""
+        import threading
+
+        outcome: list[Any] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, operation()))
+            except BaseException as exc:  # handed to the caller's thread
+                outcome.append((False, exc))
+
+        worker = threading.Thread(target=run, name=f"gpulint-registry-{what}", daemon=True)
+        worker.start()
+        worker.join(self.timeout)
+        if not outcome:
+            raise ImageError(
+                f"{self.host}: no answer within {self.timeout:g} s ({what} did not arrive whole)"
+            )
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        result: _T = value
+        return result
+
     def get_json(self, path: str, accept: tuple[str, ...] = ()) -> tuple[dict[str, Any], str, str | None]:
+        """A manifest or config: bounded in size and, as a whole, in time (see within_deadline)."""
+        return self.within_deadline(_shown(path), lambda: self._get_json(path, accept))
+
+    def _get_json(self, path: str, accept: tuple[str, ...] = ()) -> tuple[dict[str, Any], str, str | None]:
         """A manifest or config: bounded in size and time; a blob or manifest asked for by
         digest must hash to it (the registry is not trusted to serve what was asked)."""
         response = self.request(path, accept, stream=True)
@@ -421,7 +471,10 @@ class RegistryClient:
         return data, content_type if isinstance(content_type, str) else "", digest
 
     def open_blob(self, digest: str) -> BinaryIO:
-        response = self.request(f"blobs/{digest}", stream=True)
+        # the answer's headers within the deadline; the layer itself has a per-read timeout only
+        response = self.within_deadline(
+            "a layer's headers", lambda: self.request(f"blobs/{digest}", stream=True)
+        )
         client = self
 
         class _Body:
@@ -492,11 +545,20 @@ def _hostname(host: str) -> str | None:
 
 
 def _is_loopback(host: str) -> bool:
+    """``localhost`` or a literal loopback address (127.0.0.0/8, ::1): never a name that only
+    starts like one (``127.attacker.example``)."""
+    import ipaddress
+
     try:
         name = urlparse(f"//{host}").hostname or ""
     except ValueError:
         return False
-    return name == "localhost" or name.startswith("127.") or name == "::1"
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 class RegistryImage:
