@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import multiprocessing
 import os
@@ -112,15 +113,41 @@ def analyse(
             layers.append(LayerReport(layer.index, layer.digest, layer.size, created_by=created_by))
         return result
     reopen = getattr(image, "reopen", None)
-    workers = _workers(info.layers, jobs) if reopen is not None else 1
+    # one blob listed many times in a manifest (8 x an 18 MB layer took 25 s) is walked once
+    # (by its digest; in an archive, which names no digest, by its diff_id unless --verify has
+    # to check each entry against it)
+    verify = bool(getattr(image, "verify", False))
+    keys = [layer.digest or (None if verify else layer.diff_id) for layer in info.layers]
+    first: dict[str, int] = {}
+    distinct = [
+        layer
+        for layer, key in zip(info.layers, keys, strict=True)
+        if key is None or first.setdefault(key, layer.index) == layer.index
+    ]
+    workers = _workers(distinct, jobs) if reopen is not None else 1
     if reopen is not None and workers > 1:
-        scans = _scan_in_parallel(reopen, info, extensions, weights_threshold, workers, progress)
+        scans = _scan_in_parallel(reopen, info, extensions, weights_threshold, workers, progress, distinct)
     else:
-        for layer in info.layers:
+        for layer in distinct:
             scans.append(_scan_one(image, layer.index, history, extensions, weights_threshold))
             if progress is not None:
-                progress(layer.index + 1, len(info.layers))
+                progress(len(scans), len(distinct))
+    if len(distinct) < len(info.layers):
+        by_index = {scan.report.index: scan for scan in scans}
+        scans = [
+            by_index[layer.index]
+            if layer.index in by_index
+            else _repeat(by_index[first[key or ""]], layer, history)
+            for layer, key in zip(info.layers, keys, strict=True)
+        ]
     return combine(result, scans, trees)
+
+
+def _repeat(scan: LayerScan, layer: Layer, history: list[dict[str, Any]]) -> LayerScan:
+    """The scan of a blob already walked, as layer ``layer`` (its entries shared, not copied)."""
+    created_by = str(history[layer.index].get("created_by", "")) if layer.index < len(history) else ""
+    report = dataclasses.replace(scan.report, index=layer.index, created_by=created_by, tree=None)
+    return dataclasses.replace(scan, report=report)
 
 
 PARALLEL_MIN_BYTES = 512 * 1024 * 1024  # layers (as stored) smaller than this in all: one process
@@ -165,11 +192,13 @@ def _scan_in_parallel(
     threshold: int,
     workers: int,
     progress: Callable[[int, int], None] | None,
+    layers: list[Layer] | None = None,
 ) -> list[LayerScan]:
     """Walk the layers in ``workers`` forked processes, biggest first; an ImageError in one is raised here."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    order = sorted(info.layers, key=lambda layer: -(layer.size or 0))
+    layers = info.layers if layers is None else layers
+    order = sorted(layers, key=lambda layer: -(layer.size or 0))
     scans: list[LayerScan] = []
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         futures = [pool.submit(_scan_reopened, reopen, layer.index, extensions, threshold) for layer in order]
@@ -177,7 +206,7 @@ def _scan_in_parallel(
             for done in as_completed(futures):
                 scans.append(done.result())
                 if progress is not None:
-                    progress(len(scans), len(info.layers))
+                    progress(len(scans), len(layers))
         except BaseException:
             for future in futures:
                 future.cancel()
