@@ -103,6 +103,9 @@ def torch_variant(
             if tag == "cpu":
                 return Variant("cpu", None, f"index {url}", True)
             if tag.startswith("cu"):
+                fallback = _pypi_fallback(spec, install, url, tag)
+                if fallback is not None:
+                    return fallback
                 return Variant("cuda", cu_to_version(tag), f"index {url}", True)
             return Variant("rocm", None, f"index {url}", True)
     for url in install.index_urls:
@@ -124,10 +127,66 @@ def torch_variant(
     return Variant("cuda", None, "PyPI's default (a CUDA build on Linux x86_64)", False)
 
 
+def missing_from_index(version: str | None, url: str, tag: str) -> list[str] | None:
+    """The variants torch ``version`` has when the stable index ``url`` (of ``tag``) has no build of it;
+    None when it has one, or when that cannot be told (nightly/test indexes, series without a table)."""
+    if not version or re.search(r"/whl/(nightly|test)/", url):
+        return None
+    info = series_info(version)
+    listed = info.get("variants") if info else None
+    if not isinstance(listed, list) or tag.lower() in listed:
+        return None
+    return [str(v) for v in listed]
+
+
+def _pypi_fallback(spec: PackageSpec, install: Install, url: str, tag: str) -> Variant | None:
+    """torch==X with an *extra* cuXYZ index that has no X: pip takes PyPI's build of X instead."""
+    if spec.name != "torch" or url not in install.extra_index_urls + install.find_links or not spec.version:
+        return None
+    if any(u for u in install.index_urls if "download.pytorch.org" not in u):
+        return None  # another primary index than PyPI: what it serves is unknown
+    variants = missing_from_index(spec.version, url, tag)
+    info = series_info(spec.version)
+    if variants is None or info is None or not info.get("pypi_cuda"):
+        return None
+    cuda = str(info["pypi_cuda"])
+    return Variant(
+        "cuda",
+        cuda,
+        f"PyPI's default for torch {torch_series(spec.version)} (CUDA {cuda}): the index {url} has no torch "
+        f"{torch_series(spec.version)} build (it has {', '.join(variants)}), so pip takes PyPI's",
+        True,
+    )
+
+
+def _companion_index_variant(
+    spec: PackageSpec, install: Install, env: Mapping[str, str | None] | None
+) -> Variant | None:
+    """xformers from a download.pytorch.org/whl/cuXYZ index is that CUDA's build, and so is the torch
+    that xformers, vllm or sglang pull in from it (they pin an exact torch; not with --no-deps)."""
+    if spec.name not in ("xformers", "vllm", "sglang"):
+        return None
+    if spec.name != "xformers" and install.no_deps:
+        return None
+    if any(other.name == "torch" for other in install.packages):
+        return None  # torch's own variant is judged on torch
+    for url in install.all_index_urls + _env_indexes(install, env):
+        if "download.pytorch.org" not in url:
+            continue
+        match = _WHL_INDEX_RE.search(url.rstrip("/") + "/")
+        if match and match.group(1).startswith("cu"):
+            cuda = cu_to_version(match.group(1))
+            what = (
+                "its wheels and the torch it pulls in" if spec.name == "xformers" else "the torch it pulls in"
+            )
+            return Variant("cuda", cuda, f"{what} come from the index {url}", True)
+    return None
+
+
 def framework_cuda(
     spec: PackageSpec, install: Install, env: Mapping[str, str | None] | None = None
 ) -> Variant | None:
-    """CUDA brought by torch, jax[cudaNN] or onnxruntime-gpu installs; None for other packages."""
+    """CUDA brought by torch, jax[cudaNN], onnxruntime-gpu, and xformers/vllm/sglang from a cuXYZ index."""
     if spec.name == "torch":
         return torch_variant(spec, install, env)
     if spec.name == "jax":
@@ -136,6 +195,8 @@ def framework_cuda(
             if match:
                 return Variant("cuda", match.group(1), f"jax[{extra}]", True)
         return None
+    if spec.name in ("xformers", "vllm", "sglang"):
+        return _companion_index_variant(spec, install, env)
     if spec.name == "onnxruntime-gpu":
         if spec.version and re.match(r"^1\.(19|[2-9]\d)", spec.version):
             return Variant("cuda", "12", "onnxruntime-gpu's PyPI builds are CUDA 12 since 1.19", False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from gpulint import data
 from gpulint.context import LintContext
 from gpulint.cudabuild import GENERIC_BUILDERS, CompileSignal, compile_signals, nvcc_probes, run_exports
 from gpulint.dockerfile import Stage
@@ -558,11 +559,18 @@ class CudaVersionMismatch(Rule):
     what = """
         Compares the CUDA version of torch, jax or onnxruntime-gpu installs (from a
         `/whl/cuXYZ` index, a `+cuXYZ` pin, `jax[cuda12]`, or the CUDA PyPI ships for
-        that torch release) with the CUDA version of the base image. A different
-        major version is a warning, and an error in a stage that compiles CUDA
-        extensions against torch (torch refuses to build them); there a different
-        minor version is a warning (torch warns) - an error when apex is built with
-        `--cuda_ext` (it refuses any difference).
+        that torch release, 1.x included: 1.13 is CUDA 11.7, 1.9-1.12 are 10.2) with
+        the CUDA version of the base image. Also: an unpinned PyPI torch, which is
+        the newest release for the image's Python (2.4, CUDA 12.1, on Python 3.8; CUDA
+        12 or newer on 3.9+); torch pinned with an extra `/whl/cuXYZ` index that has no
+        build of that release (`torch==2.6.0` with cu121: pip takes PyPI's CUDA 12.4
+        build); xformers from a `/whl/cuXYZ` index, and the torch that xformers, vllm
+        or sglang pull from one; conda's `pytorch-cuda=`, `cudatoolkit=` and
+        `cuda-version=` pins. A different major version is a warning - before CUDA 11
+        a different X.Y too (each X.Y was its own ABI) - and an error in a stage that
+        compiles CUDA extensions against torch (torch refuses to build them); there a
+        different minor version is a warning (torch warns) - an error when apex is
+        built with `--cuda_ext` (it refuses any difference).
         Builds that do not use torch (nvcc, CMake projects) are not compared.
     """
     why = """
@@ -589,7 +597,7 @@ class CudaVersionMismatch(Rule):
                 info is None
                 or info.family not in ("nvidia-cuda", "pytorch")
                 or not info.cuda
-                or info.floating
+                or "." not in info.cuda  # an X.Y tag (10.2-base) floats over patches, but names its X.Y
             ):
                 continue
             base_cuda = ".".join(info.cuda.split(".")[:2])
@@ -598,15 +606,33 @@ class CudaVersionMismatch(Rule):
             compiles = builds_against_torch(signals)
             # apex's setup.py refuses any difference between nvcc's CUDA and torch's
             strict = any("--cuda_ext" in s.reason or "apex" in s.reason for s in signals)
+            python: tuple[str, str] | bool | None = False  # False: not looked up yet
             for instr, _, install in ctx.stage_installs(stage):
-                if install.manager != "pip":
+                if install.manager not in ("pip", "conda"):
                     continue
                 for spec in install.packages:
-                    variant = framework_cuda(spec, install, instr.scope)
+                    if install.manager == "conda":
+                        variant = conda_cuda_pin(spec)
+                    else:
+                        variant = framework_cuda(spec, install, instr.scope)
+                    if variant is not None and variant.cuda is None and _unpinned_pypi_torch(spec, variant):
+                        if python is False:
+                            from gpulint.rules.kernel_pins import image_python
+
+                            python = image_python(ctx, stage)
+                        variant = _newest_pypi_torch(python if isinstance(python, tuple) else None)
+                        if variant is not None and variant.cuda == "12+" and int(base_major) >= 12:
+                            continue  # CUDA 12 or newer: not known to differ from a CUDA 12+ image
                     if variant is None or variant.kind != "cuda" or variant.cuda is None:
                         continue
-                    major_differs = variant.cuda.split(".")[0] != base_major
-                    minor_differs = "." in variant.cuda and variant.cuda != base_cuda
+                    wheel_cuda = variant.cuda.removesuffix("+")
+                    major_differs = wheel_cuda.split(".")[0] != base_major
+                    minor_differs = "." in wheel_cuda and wheel_cuda != base_cuda
+                    # Before CUDA 11 every X.Y is its own ABI (libcudart.so.10.1 vs .so.10.2) and needs its
+                    # own driver: there a minor difference is as much a second CUDA as a major one.
+                    pre_11 = min(int(wheel_cuda.split(".")[0]), int(base_major)) < 11
+                    if pre_11 and minor_differs:
+                        major_differs = True
                     if not (major_differs or (compiles and minor_differs)):
                         continue
                     name = spec.name or spec.raw
@@ -623,11 +649,19 @@ class CudaVersionMismatch(Rule):
                         )
                     else:
                         why = _mismatch_effect(name, variant, info, base_cuda)
+                        if pre_11 and wheel_cuda.split(".")[0] == base_major:
+                            why = why.replace(
+                                "two CUDA majors", "two CUDA releases (before 11, each X.Y is its own ABI)"
+                            )
                     how = re.sub(r" \(CUDA [\d.]+\)$", "", variant.how)
-                    fix = _match_fix(name, spec.extras, spec.version, base_cuda, variant.cuda)
+                    shown = f"{wheel_cuda} or newer" if variant.cuda.endswith("+") else variant.cuda
+                    if install.manager == "conda":
+                        fix = f"use a CUDA {wheel_cuda} base image, or the {name} of the image's CUDA {base_cuda} where conda has one"
+                    else:
+                        fix = _match_fix(name, spec.extras, spec.version, base_cuda, shown)
                     yield self.finding(
                         ctx,
-                        f"`{spec.raw}` brings CUDA {variant.cuda} ({how}) but {stage.root.base.text} is "
+                        f"`{spec.raw}` brings CUDA {shown} ({how}) but {stage.root.base.text} is "
                         f"CUDA {info.cuda}: {why}; {fix}",
                         line=spec.word.line,
                         column=spec.word.column,
@@ -635,6 +669,63 @@ class CudaVersionMismatch(Rule):
                         if compiles and (major_differs or strict)
                         else Severity.WARNING,
                     )
+
+
+# conda packages whose version is the CUDA release of the environment they build: pytorch's
+# pytorch-cuda=11.8, conda-forge/anaconda cudatoolkit=11.3, the nvidia channel's cuda-version=12.4.
+_CONDA_CUDA_PINS = ("pytorch-cuda", "cudatoolkit", "cuda-version")
+
+
+def conda_cuda_pin(spec: PackageSpec) -> Variant | None:
+    """The CUDA release a conda CUDA pin (``pytorch-cuda=11.8``, ``cudatoolkit=11.3``) brings."""
+    if spec.name not in _CONDA_CUDA_PINS:
+        return None
+    text = spec.version or spec.specifier.lstrip("=")
+    match = re.match(r"^(\d+)\.(\d+)(?:\.\d+)*\*?$", text or "")
+    if match is None:
+        return None
+    return Variant("cuda", f"{match.group(1)}.{match.group(2)}", f"conda {spec.raw}", True)
+
+
+def _unpinned_pypi_torch(spec: PackageSpec, variant: Variant) -> bool:
+    """torch from PyPI with no version at all: pip takes the newest release for the image's Python."""
+    return (
+        spec.name == "torch"
+        and spec.kind == "requirement"
+        and not spec.version
+        and not spec.specifier
+        and not spec.version_from_variable
+        and not variant.explicit
+    )
+
+
+def _newest_pypi_torch(python: tuple[str, str] | None) -> Variant | None:
+    """The CUDA of the newest PyPI torch for this Python (``12+``: CUDA 12 or newer), when known."""
+    if python is None:
+        return None
+    version, how = python
+    table = data.load("torch")
+    series = table["newest_for_python"].get(version)
+    if series is not None:
+        cuda = table["series"].get(series, {}).get("pypi_cuda")
+        if not cuda:
+            return None
+        return Variant(
+            "cuda",
+            str(cuda),
+            f"PyPI's newest torch for Python {version} ({how}) is {series}.x, a CUDA {cuda} build",
+            False,
+        )
+    newest_known = max(table["newest_for_python"], key=lambda v: tuple(int(x) for x in v.split(".")))
+    if tuple(int(x) for x in version.split(".")) <= tuple(int(x) for x in newest_known.split(".")):
+        return None  # an older Python than the table covers: not known
+    first = table["first_cuda12_pypi_series"]
+    return Variant(
+        "cuda",
+        "12+",
+        f"PyPI's newest torch for Python {version} ({how}) is a CUDA 12 or newer build, as every PyPI torch since {first}",
+        False,
+    )
 
 
 def _mismatch_effect(name: str, variant: Variant, info: BaseInfo, base_cuda: str) -> str:
@@ -645,11 +736,11 @@ def _mismatch_effect(name: str, variant: Variant, info: BaseInfo, base_cuda: str
         )
     if info.family == "nvidia-cuda" and info.flavour == "base":
         return (
-            f"two CUDA majors in one image: {name} runs on its own CUDA {variant.cuda} wheels, while the image's "
+            f"two CUDA majors in one image: {name} runs on its own CUDA {(variant.cuda or '').removesuffix('+')} wheels, while the image's "
             f"NVIDIA_REQUIRE_CUDA still demands a driver for CUDA {base_cuda}"
         )
     return (
-        f"two CUDA majors in one image: {name} loads its own CUDA {variant.cuda} wheels, the image's CUDA "
+        f"two CUDA majors in one image: {name} loads its own CUDA {(variant.cuda or '').removesuffix('+')} libraries, the image's CUDA "
         f"{base_cuda} libraries go unused, and other libraries (TensorRT, onnxruntime, bitsandbytes) may pick "
         "either"
     )
@@ -668,6 +759,11 @@ def _match_fix(
             return (
                 f"use a CUDA {wheel_cuda} base image (torch {torch_series(version or '')} has no {tag} build: "
                 f"{', '.join(variants)})"
+            )
+        if not variants:
+            return (
+                f"install the torch build for the image's CUDA {major} from download.pytorch.org where that "
+                f"release has one, or use a CUDA {wheel_cuda} base image"
             )
         return f"install torch's {tag} variant (--index-url https://download.pytorch.org/whl/{tag}) or use a CUDA {wheel_cuda} base image"
     if name == "jax":

@@ -14,7 +14,7 @@ from gpulint.context import LintContext
 from gpulint.cudabuild import package_of_repo, repo_package
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
-from gpulint.frameworks import Variant, series_info, torch_series, torch_variant
+from gpulint.frameworks import Variant, missing_from_index, series_info, torch_series, torch_variant
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
@@ -782,7 +782,10 @@ class IncompatibleCompanions(Rule):
           "requires torch==" messages, in rules/data/kernels.yaml);
         - a flash-attn prebuilt wheel (`flash_attn-2.6.3+cu123torch2.4cxx11abiFALSE-cp311-...`)
           whose name says another torch series, another CUDA major than torch's,
-          another C++ ABI than torch's wheels use, or another Python than the image's.
+          another C++ ABI than torch's wheels use, or another Python than the image's;
+        - torch pinned to a release its only index never had (`torch==2.3.0` from
+          `/whl/cu124`: cu124 wheels start at 2.4.0; cu121 stops at 2.5.1), or a
+          `+cuXYZ` label that release was never built with.
     """
     why = """
         pip either refuses the set, or - worse - replaces your torch with the one
@@ -812,6 +815,8 @@ class IncompatibleCompanions(Rule):
                 entry = installed.get(name)
                 if entry is None or entry.item is None or id(entry.item) not in own or info is None:
                     continue
+                if name not in info:
+                    continue  # no pairing known for this series (torchaudio before 0.7)
                 version = entry.version
                 if _prerelease(version) or _prerelease(torch_version):
                     continue  # nightlies pair by date, not by the release table (vllm pins such pairs)
@@ -858,6 +863,48 @@ class IncompatibleCompanions(Rule):
                         f"{torch_version}",
                     )
             yield from self._flash_wheels(ctx, stage, torch, own)
+        for stage in ctx.stages:
+            yield from self._missing_builds(ctx, stage)
+
+    def _missing_builds(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
+        """torch==X from a download.pytorch.org/whl/cuXYZ index that has no build of X (the series table's
+        variants), or a +cuXYZ label X was never built with: pip fails, "No matching distribution"."""
+        for item in pip_specs(ctx, stage):
+            spec, install = item.spec, item.install
+            if spec.name != "torch" or spec.kind != "requirement" or not spec.version or not spec.pinned:
+                continue
+            if _prerelease(spec.version) or spec.version_from_variable:
+                continue
+            if spec.local and spec.local.lower().startswith("cu"):
+                variants = missing_from_index(spec.version, "", spec.local)
+                if variants is not None:
+                    yield self._at(
+                        ctx,
+                        item,
+                        f"torch=={spec.version} does not exist: torch {torch_series(spec.version)} was built for "
+                        f"{', '.join(variants)}, not {spec.local.lower()}, so pip fails with 'No matching "
+                        f"distribution found'; pick one of those variants",
+                    )
+                continue
+            if install.extra_index_urls or install.find_links or item.file_index_urls:
+                continue  # pip may find the release elsewhere (another index: GL108 judges its CUDA)
+            for url in install.index_urls:
+                if "download.pytorch.org" not in url:
+                    continue
+                match = _WHL_VARIANT_RE.search(url.rstrip("/") + "/") or _WHL_VARIANT_RE.search(url)
+                if not match or not match.group(1).startswith("cu"):
+                    continue
+                tag = match.group(1)
+                variants = missing_from_index(spec.version, url, tag)
+                if variants is None:
+                    continue
+                yield self._at(
+                    ctx,
+                    item,
+                    f"torch=={spec.version} is not on {_safe_url(url)}: torch {torch_series(spec.version)} was "
+                    f"built for {', '.join(variants)} only, so pip fails with 'No matching distribution found'; "
+                    f"use the index of one of those variants, or a torch release that has a {tag} build",
+                )
 
     def _at(self, ctx: LintContext, item: Located, message: str) -> Finding:
         return _report_at(self, ctx, item.spec, message)
