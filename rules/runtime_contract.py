@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Iterator
 
@@ -38,7 +39,21 @@ _GRAPHICS_HINTS = lazy_re(
 )
 _PLAIN_CUDA_APT_RE = lazy_re(
     r"^(cuda-(?!keyring|repo)[a-z0-9]|libcudnn|libnccl|libcublas|libcufft|libcurand|libcusparse|tensorrt|libnvinfer)"
+    r"|^(cuda|nvidia-cuda-toolkit|nvidia-cuda-dev)$"
 )
+# pip packages whose CUDA build comes from a CUDA wheel index (download.pytorch.org/whl/cuXYZ) or,
+# for xformers, from PyPI too: its PyPI wheels are CUDA builds (xformers README, "Installing xFormers")
+_TORCH_FAMILY = frozenset({"torchvision", "torchaudio", "xformers"})
+# the CUDA toolkit runfile (cuda_12.4.1_550.54.15_linux.run) and the driver's (NVIDIA-Linux-x86_64-550.run)
+_CUDA_RUNFILE_RE = lazy_re(r"^(cuda_[\d.*]+_[\d.*]+_linux[\w*-]*|NVIDIA-Linux-[\w.*-]+?)\.?run$")
+# pip's CUDA libraries (nvidia-cudnn-cu12 ...) live in site-packages/nvidia/<lib>/lib
+_PIP_NVIDIA_LIB_RE = lazy_re(r"(site|dist)-packages/nvidia(/|$)")
+# an FFmpeg build with NVIDIA's encoders/decoders: NVENC/NVDEC need the driver's `video` capability
+# (libnvidia-encode, libnvcuvid are injected only with it: NVIDIA Container Toolkit, "Driver capabilities")
+# (with nv-codec-headers installed FFmpeg's configure enables them by itself); CUDA filters
+# (--enable-cuda-nvcc, --enable-libnpp) need compute only
+_NVENC_RE = lazy_re(r"^--enable-(nvenc|nvdec|cuvid|ffnvcodec)$|nv-codec-headers")
+_FFMPEG_CUDA_RE = lazy_re(r"^--enable-(cuda-nvcc|cuda-llvm|libnpp)$")
 _PIP_CUDA_RE = lazy_re(
     r"^(nvidia-[a-z-]+-cu\d+|cupy-cuda\d+x?|onnxruntime-gpu|paddlepaddle-gpu|tensorrt(-cu\d+)?(-libs)?|vllm)$"
 )
@@ -320,6 +335,47 @@ def _installs_cuda_stack(ctx: LintContext, stages: list[Stage]) -> str | None:
                     return f"tensorflow[and-cuda] {where}"
                 if _PIP_CUDA_RE.match(name):
                     return f"{name} {where}"
+                if name in _TORCH_FAMILY:
+                    variant = torch_variant(spec, install, instr.scope)
+                    if (
+                        variant is not None
+                        and variant.kind == "cuda"
+                        and (variant.explicit or name == "xformers")
+                    ):
+                        return f"{name}'s CUDA build ({variant.how}, {where[1:-1]})"
+    return None
+
+
+def _runs_cuda_runfile(ctx: LintContext, stages: list[Stage]) -> str | None:
+    """A RUN that executes the CUDA toolkit's or the driver's runfile installer."""
+    for stage in stages:
+        for _, cmd in ctx.stage_commands(stage):
+            words = [cmd.name, *cmd.arg_values[:1]] if cmd.name in ("sh", "bash") else [cmd.name]
+            for word in words:
+                base = word.rsplit("/", 1)[-1]
+                if _CUDA_RUNFILE_RE.match(base):
+                    return f"runs the installer {base} (line {cmd.line})"
+    return None
+
+
+def _ffmpeg_build(ctx: LintContext, stages: list[Stage], pattern: re.Pattern[str]) -> int | None:
+    """The line of an FFmpeg build step matching ``pattern`` (NVENC/NVDEC, CUDA filters), if any."""
+    for stage in stages:
+        for _, cmd in ctx.stage_commands(stage):
+            if any(pattern.search(value) for value in cmd.arg_values):
+                return cmd.line
+    return None
+
+
+def _pip_nvidia_libraries(chain: list[Stage]) -> str | None:
+    """An ENV LD_LIBRARY_PATH that lists pip's nvidia-* CUDA libraries (site-packages/nvidia/...)."""
+    for stage in chain:
+        for instr in stage.instructions:
+            if instr.keyword != "ENV":
+                continue
+            for key, value in instr.expanded_key_values():
+                if key == "LD_LIBRARY_PATH" and _PIP_NVIDIA_LIB_RE.search(value.text):
+                    return f"puts pip's NVIDIA CUDA libraries on LD_LIBRARY_PATH (line {instr.line})"
     return None
 
 
@@ -333,13 +389,18 @@ def _copied_cuda_stack(ctx: LintContext, chain: list[Stage]) -> str | None:
             origin = ctx.dockerfile.stage_named(source)
             if origin is None or any(origin is s for s in chain):
                 continue
-            paths = [w for w in instr.args.split() if not w.startswith("--")]
-            if not any(_ENV_DIRS_RE.search(p) for p in paths):
+            sources, dest = instr.copy_operands()  # `COPY --from=builder ${VENV} ${VENV}`: expanded
+            if any(_CUDA_DIR_RE.match(posixpath.normpath(p)) for p in sources):
+                return f"the CUDA toolkit (line {instr.line}) from stage '{origin.label}'"
+            if not any(_ENV_DIRS_RE.search(p) for p in [*sources, dest]):
                 continue
             what = _installs_cuda_stack(ctx, origin.chain())
             if what is not None:
                 return f"a Python environment (line {instr.line}) from stage '{origin.label}', which installs {what}"
     return None
+
+
+_CUDA_DIR_RE = lazy_re(r"^/usr/local/cuda(-[\d.]+)?(/|$)")
 
 
 @register
@@ -351,12 +412,19 @@ class MissingNvidiaEnv(Rule):
     summary = "A CUDA image built on a plain OS image lacks the NVIDIA_* environment"
     what = """
         Finds a shipped stage built on a plain OS or language image (ubuntu,
-        debian, python, rockylinux, ...) that installs a CUDA stack (CUDA apt
-        packages, CUDA torch wheels, `jax[cuda12]`, cupy/onnxruntime-gpu,
-        conda's CUDA packages, or a virtualenv copied from a stage that installs
-        them) but sets neither `NVIDIA_VISIBLE_DEVICES` nor
-        `NVIDIA_DRIVER_CAPABILITIES`. NVIDIA and PyTorch images set both;
-        unknown vendor images may, and are not reported.
+        debian, python, rockylinux, opensuse, fedora, amazonlinux, node, gradle,
+        ros, astral-sh/uv, ...) that installs a CUDA stack (CUDA apt packages,
+        CUDA torch wheels, torchvision/xformers from a CUDA wheel index,
+        `jax[cuda12]`, cupy/onnxruntime-gpu, conda's CUDA packages, the CUDA or
+        driver runfile installer, pip's `nvidia-*` libraries on
+        `LD_LIBRARY_PATH`, an FFmpeg build with NVENC/NVDEC or CUDA filters, a
+        virtualenv copied from a stage that installs them - `COPY --from`
+        paths expanded - or `/usr/local/cuda` copied from a CUDA stage) but
+        sets neither `NVIDIA_VISIBLE_DEVICES` nor `NVIDIA_DRIVER_CAPABILITIES`.
+        NVIDIA and PyTorch images set both; unknown vendor images may, and are
+        not reported. On any base whose capabilities are known (set in the
+        Dockerfile, nvidia/cuda's compute,utility, the toolkit's default), an
+        NVENC/NVDEC FFmpeg build without the `video` capability is reported too.
     """
     why = """
         With the legacy `nvidia` runtime (Docker's `runtime: nvidia`, many
@@ -381,26 +449,67 @@ class MissingNvidiaEnv(Rule):
         if not chain:
             return
         info = ctx.base_info(chain[-1])
-        if info is None or info.family != "plain":
+        if info is None:
             return
         env = chain[0].env()
-        if "NVIDIA_VISIBLE_DEVICES" in env or "NVIDIA_DRIVER_CAPABILITIES" in env:
+        nvenc = _ffmpeg_build(ctx, chain, _NVENC_RE)
+        if info.family != "plain" or "NVIDIA_VISIBLE_DEVICES" in env or "NVIDIA_DRIVER_CAPABILITIES" in env:
+            if nvenc is not None:
+                yield from self._video(ctx, chain, info.family, nvenc)
             return
+        cuda_filters = _ffmpeg_build(ctx, chain, _FFMPEG_CUDA_RE)
         what = _installs_cuda_stack(ctx, chain)
         if what is not None:
             what = f"installs {what}"
         else:
             copied = _copied_cuda_stack(ctx, chain)
-            what = f"copies in {copied}" if copied else None
+            what = (
+                f"copies in {copied}"
+                if copied
+                else _runs_cuda_runfile(ctx, chain)
+                or _pip_nvidia_libraries(chain)
+                or (f"builds FFmpeg with NVENC/NVDEC (line {nvenc})" if nvenc else None)
+                or (f"builds FFmpeg with CUDA filters (line {cuda_filters})" if cuda_filters else None)
+            )
         if what is None:
             return
+        caps = "compute,utility,video" if nvenc else "compute,utility"
+        video = " (video: NVENC/NVDEC need libnvidia-encode and libnvcuvid)" if nvenc else ""
         yield self.finding(
             ctx,
             f"the image is built on {chain[-1].base.text}, a plain image, and {what}, but sets neither "
             "NVIDIA_VISIBLE_DEVICES nor NVIDIA_DRIVER_CAPABILITIES: with the legacy nvidia runtime (Compose "
             "`runtime: nvidia`, Kubernetes nodes with the envvar device list) no GPU is injected and CUDA finds "
-            "no device; add ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+            f"no device; add ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES={caps}{video}",
             instruction=chain[-1].from_instruction,
+        )
+
+    def _video(self, ctx: LintContext, chain: list[Stage], family: str, nvenc: int) -> Iterator[Finding]:
+        """An NVENC/NVDEC build whose image does not ask for the driver's video capability."""
+        setting = _shipped_env(ctx).get("NVIDIA_DRIVER_CAPABILITIES")
+        preset = data.load("base_images")["preset_env_values"].get(family, {})
+        if setting is not None:
+            instr = setting[0]
+            value = _value_at_build(instr, "NVIDIA_DRIVER_CAPABILITIES", preset)
+        elif family == "plain" or "NVIDIA_DRIVER_CAPABILITIES" in preset:
+            # the base's preset (nvidia/cuda: compute,utility), or the toolkit's default (compute,utility)
+            instr = chain[-1].from_instruction
+            value = preset.get("NVIDIA_DRIVER_CAPABILITIES", "compute,utility")
+        else:
+            return  # a vendor image: its capabilities are not known here
+        if value is None:
+            return  # set from a build arg gpulint does not know
+        caps = {c.strip().lower() for c in value.split(",") if c.strip()}
+        if caps & {"video", "all"}:
+            return
+        shown = value or "empty (compute,utility)"
+        yield self.finding(
+            ctx,
+            f"the image builds FFmpeg with NVENC/NVDEC (line {nvenc}), but NVIDIA_DRIVER_CAPABILITIES is {shown} "
+            "without `video`: the NVIDIA runtime then does not mount libnvidia-encode and libnvcuvid, and the "
+            "encoder fails with 'Cannot load libnvidia-encode.so.1'; set "
+            "NVIDIA_DRIVER_CAPABILITIES=compute,utility,video",
+            instruction=instr,
         )
 
 
