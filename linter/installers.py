@@ -492,9 +492,9 @@ def parse_pip_spec(word: Word) -> PackageSpec:
     pinned = False
     local = None
     for operator, pinned_version in req.clauses:
-        if operator in ("==", "===") and "*" not in pinned_version:
+        if operator in ("==", "===") and ("*" not in pinned_version or _patch_wildcard(pinned_version)):
             pinned = True
-            version = pinned_version if not unresolved else None
+            version = pinned_version.removesuffix(".*") if not unresolved else None
             # `+cu${CUDA_VER}`: a label we cannot see (the parse put a placeholder there)
             local = (
                 local_label(pinned_version) if not unresolved or "$" not in text.split("+", 1)[-1] else None
@@ -511,6 +511,13 @@ def parse_pip_spec(word: Word) -> PackageSpec:
         markers=req.marker,
         version_from_variable=from_var,
     )
+
+
+def _patch_wildcard(version: str) -> bool:
+    """`==2.6.0.*`: only 2.6.0 and its post/local releases (+cu121), as good as an exact pin;
+    `==2.6.*` takes every patch release and is not."""
+    release = version[:-2] if version.endswith(".*") else ""
+    return "*" not in release and release.count(".") >= 2
 
 
 def _vcs_spec(word: Word, url: str, name: str | None) -> PackageSpec:

@@ -360,6 +360,10 @@ def _walk(
         elif child.type in ("declaration_command", "unset_command"):
             _declare(child, data, scope, conditional)
         else:
+            chosen = _chosen_branch(child, data, scope)
+            if chosen is not None:
+                stack.append((chosen, conditional))  # `[ -n "$KNOWN" ] && V=a || V=b`: one branch runs
+                continue
             # `test && V=a || V=b`: which assignment runs is not known from the text
             inside = (
                 conditional
@@ -367,6 +371,55 @@ def _walk(
                 or (child.type == "list" and any(c.type == "||" for c in child.children))
             )
             stack.extend((grandchild, inside) for grandchild in reversed(child.children))
+
+
+def _chosen_branch(node: Any, data: bytes, scope: Mapping[str, str | None]) -> Any | None:
+    """For `[ TEST ] && A || B` whose TEST reads only variables with known values: the branch that
+    runs (A or B); None when that cannot be told."""
+    if node.type != "list" or len(node.children) != 3 or node.children[1].type != "||":
+        return None
+    left, _, otherwise = node.children
+    if left.type != "list" or len(left.children) != 3 or left.children[1].type != "&&":
+        return None
+    test, _, then = left.children
+    if test.type != "test_command" or then.type != "variable_assignment":
+        return None  # a command after && may fail, and then the || branch runs too
+    outcome = _evaluate_test(_text(test, data), scope)
+    if outcome is None:
+        return None
+    return then if outcome else otherwise
+
+
+_TEST_LENGTH_RE = lazy_re(r"^\[\[?\s+\$\{#(\w+)\}\s+-(gt|ge|eq|ne|lt|le)\s+(\d+)\s+\]\]?$")
+_TEST_EMPTY_RE = lazy_re(r'^\[\[?\s+-([nz])\s+"?\$\{?(\w+)\}?"?\s+\]\]?$')
+_TEST_EQUAL_RE = lazy_re(r'^\[\[?\s+"?\$\{?(\w+)\}?"?\s+(==?|!=)\s+"?([^"\s\]]*)"?\s+\]\]?$')
+_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "gt": lambda a, b: a > b,
+    "ge": lambda a, b: a >= b,
+    "eq": lambda a, b: a == b,
+    "ne": lambda a, b: a != b,
+    "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b,
+}
+
+
+def _evaluate_test(text: str, scope: Mapping[str, str | None]) -> bool | None:
+    """`[ ${#V} -gt 0 ]`, `[ -n "$V" ]`, `[ -z "$V" ]`, `[ "$V" = x ]` for a V whose value is known."""
+    match = _TEST_LENGTH_RE.match(text)
+    if match:
+        value = scope.get(match.group(1))
+        return None if value is None else _COMPARE[match.group(2)](len(value), int(match.group(3)))
+    match = _TEST_EMPTY_RE.match(text)
+    if match:
+        value = scope.get(match.group(2))
+        return None if value is None else (bool(value) if match.group(1) == "n" else not value)
+    match = _TEST_EQUAL_RE.match(text)
+    if match:
+        value = scope.get(match.group(1))
+        if value is None or "$" in match.group(3):
+            return None
+        return (value == match.group(3)) is (match.group(2) != "!=")
+    return None
 
 
 # an assignment inside these may or may not run: the variable is unknown after them

@@ -170,6 +170,21 @@ def test_assignments_in_or_lists_are_unknown() -> None:
     assert [argv(c) for c in pips] == [["pip", "install", "-U", "$V"], ["pip", "install", "w==1"]]
 
 
+def test_a_known_test_chooses_the_branch(engine: str) -> None:
+    # `[ ${#PYTORCH} -gt 0 ] && V=... || V=...` with the ARG's value known: one branch runs
+    text = (
+        "ARG PYTORCH='2.6.0'\nARG VISION=''\n"
+        "RUN [ ${#PYTORCH} -gt 0 ] && V='torch=='$PYTORCH'.*' || V='torch'; pip install $V\n"
+        'RUN [ -n "$VISION" ] && V=torchvision==$VISION || V=torchvision; pip install $V\n'
+        'RUN [ -n "$VISION" ] && pip install a || pip install b\n'
+    )
+    pips = [argv(c)[2:] for c in commands(text) if c.name == "pip"]
+    if engine == "fallback":  # the fallback lexer does not evaluate tests: unknown
+        assert pips == [["$V"], ["$V"], ["a"], ["b"]]
+    else:
+        assert pips == [["torch==2.6.0.*"], ["torchvision"], ["a"], ["b"]]
+
+
 def test_script_assignments_and_field_splitting() -> None:
     # `buildDeps='...' && pip install $buildDeps`, a pattern of the official images
     cmds = commands(
