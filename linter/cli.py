@@ -317,7 +317,7 @@ def lint_command(
 
     findings = _dedupe([f for r, _ in results for f in r.findings])
     code = 2 if errors else _exit_code(results)
-    report = _build_report(findings, [r for r, _ in results], configure(fixed_config or Config()))
+    report = _build_report(findings, results, configure(fixed_config or Config()))
     try:
         if fixer is not None and show_diff:
             diff_code = fixer.finish_diff()
@@ -440,10 +440,19 @@ def _exit_code(results: list[tuple[LintResult, Config]]) -> int:
     return 0
 
 
-def _build_report(findings: list[Finding], results: list[LintResult], base_config: Config) -> Report:
+def _build_report(
+    findings: list[Finding], linted: list[tuple[LintResult, Config]], base_config: Config
+) -> Report:
     from .engine import MAX_FILE_BYTES, is_enabled
     from .report import Report, RuleInfo
     from .rule import all_rules
+
+    results = [r for r, _ in linted]
+    fail_on: dict[str, str] = {}
+    for result, config in linted:
+        fail_on[result.path] = config.fail_on
+        for f in result.findings:  # a compose file's findings in the Dockerfiles it builds
+            fail_on.setdefault(f.path, config.fail_on)
 
     # code frames show source lines: never a secret value (tokens, credential ARG/ENV values)
     sources = {r.path: _redacted(r) for r in results}
@@ -465,6 +474,8 @@ def _build_report(findings: list[Finding], results: list[LintResult], base_confi
             for c in all_rules()
         ],
         tool_version=__version__,
+        facts={r.path: r.facts for r in results if r.facts},
+        fail_on=fail_on,
     )
 
 

@@ -30,6 +30,7 @@ class LintResult:
     text: str
     dockerfile: Dockerfile | None = None
     extra_sources: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, str] = field(default_factory=dict)  # what rules' facts() said about the file
 
 
 def specificity(code: str, slug: str, selector: str) -> int | None:
@@ -193,7 +194,17 @@ def lint(
         findings.extend(_one_per_place(produced) if cls.one_per_place else produced)
     findings = _apply_config(_apply_pragmas(findings, pragmas, path, config), config)
     findings.sort(key=Finding.sort_key)
-    return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile)
+    facts: dict[str, str] = {}
+    for cls in all_rules():
+        try:
+            facts.update(cls.facts(ctx))
+        except Exception as exc:  # a fact is never worth losing the findings for
+            if on_crash is None:
+                raise RuleCrash(cls.code, path, exc) from exc
+            crash = RuleCrash(cls.code, path, exc)
+            crash.__cause__ = exc
+            on_crash(crash)
+    return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile, facts=facts)
 
 
 def _apply_config(findings: list[Finding], config: Config) -> list[Finding]:

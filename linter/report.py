@@ -31,6 +31,10 @@ class Report:
     sources: dict[str, str] = field(default_factory=dict)
     rules: list[RuleInfo] = field(default_factory=list)
     tool_version: str = ""
+    # path -> fact name -> one line (e.g. "driver": what the shipped image needs); see Rule.facts
+    facts: dict[str, dict[str, str]] = field(default_factory=dict)
+    # path -> the --fail-on level its config set ("error", "warning", "info", "never")
+    fail_on: dict[str, str] = field(default_factory=dict)
     # set by redacted(): every string from input has passed gpulint.secrets.redact_secrets
     is_redacted: bool = False
 
@@ -50,6 +54,8 @@ class Report:
             findings=[_redact_finding(f, text) for f in self.findings],
             files=[text(p) for p in self.files],
             sources={text(p): text(s) for p, s in self.sources.items()},
+            facts={text(p): {k: text(v) for k, v in f.items()} for p, f in self.facts.items()},
+            fail_on={text(p): level for p, level in self.fail_on.items()},
             is_redacted=True,
         )
 
@@ -65,6 +71,11 @@ class Report:
     def paths(self) -> list[str]:
         """Linted files in report order, then any paths only findings mention."""
         return list(dict.fromkeys([*self.files, *(f.path for f in self.findings)]))
+
+    def fails(self, finding: Finding) -> bool:
+        """Whether this finding is at or above its file's --fail-on level (what makes exit code 1)."""
+        level = self.fail_on.get(finding.path, "warning")
+        return level != "never" and finding.severity >= Severity.parse(level)
 
     def counts(self) -> dict[Severity, int]:
         out = {sev: 0 for sev in Severity}

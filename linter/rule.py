@@ -92,6 +92,12 @@ class Rule:
         )
 
     @classmethod
+    def facts(cls, ctx: LintContext) -> dict[str, str]:
+        """Facts about the file worth showing whatever is selected (e.g. the driver an image
+        needs): name -> one line. Most rules have none."""
+        return {}
+
+    @classmethod
     def docs(cls) -> str:
         """The documentation `gpulint explain` prints."""
         parts = [

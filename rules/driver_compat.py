@@ -115,18 +115,19 @@ class DriverFloor(Rule):
     code = "GL106"
     slug = "driver-floor"
     severity = Severity.INFO
-    summary = "The NVIDIA driver the shipped image needs (checked against --min-driver)"
+    summary = "The shipped image needs a newer NVIDIA driver than the fleet minimum (--min-driver)"
     what = """
-        For a shipped image with a known CUDA version (from an nvidia/cuda or
-        pytorch/pytorch tag, or `ENV CUDA_VERSION` / `NVIDIA_REQUIRE_CUDA`), states
-        the driver it needs: the toolkit's minimum, and the minor-version-
-        compatibility floor with its limits. Given the oldest driver in your fleet
-        (`--min-driver 535.104.05`, or `min-driver` in the config), it evaluates
-        the image's `NVIDIA_REQUIRE_*` exactly like the NVIDIA Container Toolkit
-        (space = OR, comma = AND; cuda, driver, arch and brand properties, others
-        skipped; `NVIDIA_DISABLE_REQUIRE`; legacy `CUDA_VERSION`-only images) and
-        warns when that driver cannot run the image, or runs it only through
-        minor-version or forward compatibility. Images with no CUDA are skipped.
+        Given the oldest driver in your fleet (`--min-driver 535.104.05`, or
+        `min-driver` in the config), and a shipped image with a known CUDA version
+        (from an nvidia/cuda or pytorch/pytorch tag, or `ENV CUDA_VERSION` /
+        `NVIDIA_REQUIRE_CUDA`), it evaluates the image's `NVIDIA_REQUIRE_*` exactly
+        like the NVIDIA Container Toolkit (space = OR, comma = AND; cuda, driver,
+        arch and brand properties, others skipped; `NVIDIA_DISABLE_REQUIRE`; legacy
+        `CUDA_VERSION`-only images) and reports when that driver cannot run the
+        image, or runs it only through minor-version or forward compatibility.
+        Without a fleet minimum there is nothing to judge: the driver an image
+        needs is then a fact, shown in the `gpulint image` header, the HTML
+        report and the table below, not a finding.
     """
     why = """
         An image built for a newer CUDA than the host driver refuses to start:
@@ -146,18 +147,51 @@ class DriverFloor(Rule):
         FROM nvidia/cuda:12.2.2-runtime-ubuntu22.04
     """
 
+    @classmethod
+    def facts(cls, ctx: LintContext) -> dict[str, str]:
+        """The driver the shipped image needs: a fact, shown in reports, not a finding."""
+        image = image_cuda(ctx)
+        return {"driver": _needs(image)} if image is not None else {}
+
+    @classmethod
+    def docs(cls) -> str:
+        """The rule's documentation, with the driver table it judges by."""
+        return super().docs() + "\n" + driver_table()
+
     def check(self, ctx: LintContext) -> Iterator[Finding]:
+        # Only a known fleet minimum makes the driver an image needs a problem; without one it
+        # is a fact on every CUDA image (see facts()), not a finding.
+        if ctx.config.min_driver is None:
+            return
         image = image_cuda(ctx)
         if image is None:
             return
-        if ctx.config.min_driver is None:
-            yield self.finding(ctx, _needs(image), instruction=image.instruction)
+        judged = _against_floor(image, ctx.config.min_driver)
+        if judged is None:
             return
-        message = _against_floor(image, ctx.config.min_driver)
-        if message is None:
-            return
+        message, detail = judged
         severity = Severity.ERROR if ctx.config.min_driver_source == "config" else Severity.WARNING
-        yield self.finding(ctx, message, instruction=image.instruction, severity=severity)
+        yield self.finding(ctx, message, instruction=image.instruction, severity=severity, help=detail)
+
+
+def driver_table() -> str:
+    """Markdown: the oldest driver each CUDA release needs, and its minor-version-compatibility range."""
+    from gpulint import data
+
+    cuda = data.load("cuda")
+    rows = [
+        "## Driver floors",
+        "",
+        "| CUDA | driver (>=) | through minor-version compatibility |",
+        "|---|---|---|",
+    ]
+    for version, driver in cuda["toolkit_driver"].items():
+        if version.count(".") != 1:
+            continue  # X.Y rows only: the update releases' drivers are in rules/data/cuda.yaml
+        mvc = mvc_range(version)
+        through = f">= {mvc[0]}" if mvc and compare(mvc[0], driver) < 0 else "-"
+        rows.append(f"| {version} | {driver} | {through} |")
+    return "\n".join(rows) + "\n"
 
 
 def _label(image: ImageCuda) -> str:
@@ -200,8 +234,23 @@ def _needs(image: ImageCuda) -> str:
     return text + "; pass --min-driver (or set min-driver) to check your fleet"
 
 
-def _against_floor(image: ImageCuda, floor: str) -> str | None:
-    """The warning for a fleet whose oldest driver is ``floor``; None when it runs the image."""
+def _against_floor(image: ImageCuda, floor: str) -> tuple[str, str] | None:
+    """(message, detail) for a fleet whose oldest driver is ``floor``; None when it runs the image.
+
+    The message is one short sentence (it shows on every line of a CI log); the detail, with the
+    toolkit's exact error and what to do, goes to the finding's help.
+    """
+    detail = _floor_detail(image, floor)
+    if detail is None:
+        return None
+    text, verdict = detail
+    needed = toolkit_driver(major_minor(image.cuda))
+    needs = f"needs NVIDIA driver >= {needed}" if needed else "needs a newer NVIDIA driver"
+    return f"CUDA {image.cuda[:16]} {needs}; on your floor {floor} {verdict}", text
+
+
+def _floor_detail(image: ImageCuda, floor: str) -> tuple[str, str] | None:
+    """(the whole story, a short verdict) for a fleet whose oldest driver is ``floor``."""
     x_y = major_minor(image.cuda)
     needed = toolkit_driver(x_y)
     host_cuda = cuda_for_driver(floor)
@@ -229,7 +278,8 @@ def _against_floor(image: ImageCuda, floor: str) -> str | None:
             return (
                 f"{label} likely does not start on {fleet}: the NVIDIA Container Toolkit refuses it "
                 f'("{result.error_message()}") unless the image\'s NVIDIA_REQUIRE_CUDA has a brand term for '
-                f"branch {driver_branch(floor)} (gpulint's table does not list this release's); {rebuild}"
+                f"branch {driver_branch(floor)} (gpulint's table does not list this release's); {rebuild}",
+                "the NVIDIA Container Toolkit likely refuses it",
             )
         branches = admitted_branches(require)
         admitted = (
@@ -239,25 +289,33 @@ def _against_floor(image: ImageCuda, floor: str) -> str | None:
         )
         return (
             f"{label} does not start on {fleet}: the NVIDIA Container Toolkit refuses it with "
-            f'"{result.error_message()}"{admitted}; {rebuild}'
+            f'"{result.error_message()}"{admitted}; {rebuild}',
+            "the NVIDIA Container Toolkit refuses it",
         )
     if in_mvc:
         how = f"it runs only through minor-version compatibility: {_PTX_LIMIT}"
+        short = "it runs only through minor-version compatibility (no PTX JIT)"
     elif image.has_compat:
         how = f"it needs {_FORWARD}"
+        short = "it needs forward compatibility (data-center GPUs only)"
     else:
         how = "CUDA initialisation fails (cudaErrorInsufficientDriver)"
+        short = "CUDA initialisation fails"
     if result is not None and not result.disabled and result.satisfied is None:
         brands = admitted_brands(image.env.get("NVIDIA_REQUIRE_CUDA") or "", floor)
         return (
             f"{label} needs a driver for CUDA {x_y} (>= {needed}); on {fleet} the NVIDIA Container Toolkit starts "
             f"it only on GPU brands its NVIDIA_REQUIRE_CUDA admits for branch {driver_branch(floor)} "
             f'({_brand_list(brands)}), else refuses it ("{toolkit_error(f"cuda>={x_y}")}"); where it starts, '
-            f"{how}; {rebuild}"
+            f"{how}; {rebuild}",
+            "it starts only on the GPU brands its NVIDIA_REQUIRE_CUDA admits",
         )
     disabled = (
         " (NVIDIA_DISABLE_REQUIRE turns off the toolkit's check that would refuse it)"
         if (result is not None and result.disabled)
         else ""
     )
-    return f"{label} needs a driver for CUDA {x_y} (>= {needed}); on {fleet}, {how}{disabled}; {rebuild}"
+    return (
+        f"{label} needs a driver for CUDA {x_y} (>= {needed}); on {fleet}, {how}{disabled}; {rebuild}",
+        short + (" (NVIDIA_DISABLE_REQUIRE skips the toolkit's check)" if disabled else ""),
+    )

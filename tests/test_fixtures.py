@@ -130,9 +130,14 @@ def test_every_rule_has_a_fixture_folder() -> None:
 
 
 def test_min_driver_changes_the_verdict() -> None:
-    """The same satisfying-floor fixture without its --min-driver line gets GL106's info finding."""
-    path = FIXTURES / "GL106" / "ok-floor-satisfies.Dockerfile"
+    """GL106 judges an image against a fleet minimum: the fire fixture without its --min-driver
+    line has no finding (the driver it needs is a fact), and with a lower floor it fires."""
+    path = FIXTURES / "GL106" / "fire-floor-below-image.Dockerfile"
     text = path.read_text("utf-8")
-    assert parse_expectation(text).option("--min-driver") == "535.104.05"
+    assert parse_expectation(text).option("--min-driver") == "545.23.08"
     result = lint(str(path), text, Config(extend_select=("GL106",)), context_dir=str(path.parent))
+    assert [f.code for f in result.findings if f.code == "GL106"] == []
+    assert result.facts["driver"].startswith("CUDA 12.8.1 (nvidia/cuda:12.8.1-runtime-ubuntu22.04) needs")
+    floor = Config(extend_select=("GL106",), min_driver="545.23.08", min_driver_source="cli")
+    result = lint(str(path), text, floor, context_dir=str(path.parent))
     assert [f.code for f in result.findings if f.code == "GL106"] == ["GL106"]

@@ -34,7 +34,7 @@ def test_parallel_and_serial_lints_agree(tmp_path: Path) -> None:
     assert serial.stderr == parallel.stderr == default.stderr
     assert "d007/Dockerfile" in serial.stderr
     findings = json.loads(parallel.stdout)["findings"]
-    assert len({f["path"] for f in findings}) > 40  # the fixtures fire: the report is not empty
+    assert len({f["path"] for f in findings}) > 30  # the fixtures fire: the report is not empty
 
 
 def test_secrets_are_redacted_in_code_frames_from_workers(tmp_path: Path) -> None:

@@ -301,6 +301,7 @@ def test_checkstyle_xml() -> None:
 def test_junit_xml() -> None:
     report = make_report()
     report.files.append("clean/Dockerfile")
+    report.fail_on = {"gpu/Dockerfile.train": "info"}  # its one finding is an info
     suite = ET.fromstring(render("junit", report=report))
     assert suite.tag == "testsuite"
     assert suite.get("name") == "gpulint"
@@ -320,6 +321,46 @@ def test_junit_xml() -> None:
     )
     assert len(cases[1].findall("failure")) == 1
     assert cases[2].findall("failure") == []
+
+
+def test_junit_passes_a_file_whose_findings_are_all_below_fail_on() -> None:
+    # the exit code is 0 for an info finding under --fail-on warning: JUnit must agree
+    report = make_report()
+    report.fail_on = {"Dockerfile": "error", "gpu/Dockerfile.train": "warning"}
+    suite = ET.fromstring(render("junit", report=report))
+    assert suite.get("tests") == "2" and suite.get("failures") == "1"
+    cases = suite.findall("testcase")
+    assert [f.get("type") for f in cases[0].findall("failure")] == ["GPU001"]  # the error fails
+    assert cases[1].findall("failure") == []  # the info does not
+    kept = [c.find("system-out") for c in cases]  # the findings below --fail-on are still listed
+    assert kept[0] is not None and "GPU002 [warning]" in (kept[0].text or "")
+    assert kept[1] is not None and "[info]" in (kept[1].text or "")
+    report.fail_on = {"Dockerfile": "never", "gpu/Dockerfile.train": "never"}
+    assert ET.fromstring(render("junit", report=report)).get("failures") == "0"
+
+
+def test_junit_through_the_cli_follows_fail_on(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gpulint.cli import main
+
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text("FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\nRUN apt-get install -y curl\n")
+    for fail_on, failures, code in (("info", "1", 1), ("warning", "0", 0), ("error", "0", 0)):
+        with pytest.raises(SystemExit) as exc:
+            main(
+                [
+                    "--no-config",
+                    "--format",
+                    "junit",
+                    "--fail-on",
+                    fail_on,
+                    "--select",
+                    "GL501,GL502",
+                    str(dockerfile),
+                ]
+            )
+        assert exc.value.code == code
+        suite = ET.fromstring(capsys.readouterr().out)
+        assert suite.get("failures") == failures, fail_on
 
 
 def test_junit_derives_files_from_findings() -> None:

@@ -13,7 +13,7 @@ from gpulint.rule import all_rules, find_rule
 
 # Every rule, except three whose examples cannot be checked this way: GL001's example is an
 # invalid instruction (the snippet filter drops it), GL003 needs a pragma and GL003 enabled,
-# and GL106's info finding states the driver any CUDA image needs, "use instead" included.
+# and GL106 judges an image only against a fleet minimum its example states in a comment.
 # The compose/Kubernetes rules' examples are YAML: test_compose.py checks them.
 CODES = tuple(
     cls.code

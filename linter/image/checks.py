@@ -98,38 +98,26 @@ def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
                 f"{env.get('CUDA_VERSION', '?')}): NVIDIA deletes such tags about 6 months after EOL",
             )
         )
-    # GL106: driver floor
+    # GL106: driver floor - a finding only against a known fleet minimum; the driver the image
+    # needs is in the report's header either way
     cuda = env.get("CUDA_VERSION")
-    if cuda:
-        needed = toolkit_driver(cuda)
-        if config.min_driver:
-            result = evaluate(env, Host(driver=config.min_driver))
-            if result.satisfied is False:
-                out.append(
-                    _make(
-                        "GL106",
-                        source,
-                        1,
-                        f"CUDA {cuda} does not start on driver {config.min_driver} (CUDA "
-                        f'{cuda_for_driver(config.min_driver)}): "{result.error_message()}"',
-                        Severity.WARNING,
-                    )
-                )
-        else:
-            require = env.get("NVIDIA_REQUIRE_CUDA", "")
-            out.append(
-                _make(
-                    "GL106",
-                    source,
-                    1,
-                    f"CUDA {cuda} needs NVIDIA driver >= {needed or '?'}"
-                    + (
-                        f"; NVIDIA_REQUIRE_CUDA={require[:60]}{'...' if len(require) > 60 else ''}"
-                        if require
-                        else ""
-                    ),
-                )
+    if cuda and config.min_driver:
+        result = evaluate(env, Host(driver=config.min_driver))
+        if result.satisfied is False:
+            needed = toolkit_driver(cuda)
+            finding = _make(
+                "GL106",
+                source,
+                1,
+                f"CUDA {cuda[:16]} needs NVIDIA driver >= {needed or '?'}; on your floor {config.min_driver} "
+                "the NVIDIA Container Toolkit refuses it",
+                Severity.WARNING,
             )
+            finding.help = (
+                f'"{result.error_message()}" (driver {config.min_driver} is CUDA '
+                f"{cuda_for_driver(config.min_driver)}): build for that CUDA or raise the driver floor"
+            )
+            out.append(finding)
     # GL107: two CUDA stacks
     if analysis.nvidia_wheels_size > 100_000_000 and analysis.cuda_libs_size > 100_000_000:
         out.append(

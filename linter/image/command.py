@@ -205,7 +205,10 @@ def image_command(
 
         text = render_html(reports, analyses, __version__)
     else:
-        text = get_renderer(fmt)(Report(findings=all_findings, files=list(sources)), color=False)
+        report = Report(
+            findings=all_findings, files=list(sources), fail_on=dict.fromkeys(sources, config.fail_on)
+        )
+        text = get_renderer(fmt)(report, color=False)
     if output in (None, "-"):
         click.echo(text, nl=False)
     else:

@@ -21,6 +21,7 @@ from ..reporters.html import esc, page, script_json, severity_badge
 from ..rule import find_rule, first_line
 from .analysis import Analysis
 from .checks import human
+from .report import driver_text
 from .sizetree import SizeNode
 
 CATEGORY_LABELS = {
@@ -412,7 +413,7 @@ def _cards(report: dict[str, Any]) -> str:
         cards.append((f"~{pull['seconds']} s", f"pull at {pull['bandwidth_bps'] / 1e9:g} Gbit/s{cost}"))
     if cuda["cuda_version"]:
         flavour = f" {cuda['flavour']}" if cuda["flavour"] else ""
-        driver = f"needs driver >= {cuda['driver_needed']}" if cuda["driver_needed"] else "CUDA"
+        driver = driver_text(cuda) or "CUDA"
         cards.append((f"CUDA {cuda['cuda_version']}{flavour}", driver))
     return (
         '<div class="cards">'

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..finding import Finding
-from ..requirecuda import toolkit_driver
+from ..requirecuda import compare, driver_branch, mvc_range, toolkit_driver
 from .analysis import Analysis
 from .checks import env_of, human
 
@@ -20,14 +20,35 @@ def cuda_summary(env: dict[str, str]) -> dict[str, Any]:
     elif "NV_CUDA_CUDART_VERSION" in env:
         flavour = "base"
     cuda = env.get("CUDA_VERSION")
+    needed = toolkit_driver(cuda) if cuda else None
+    mvc = mvc_range(cuda) if cuda else None
     return {
         "cuda_version": cuda,
         "flavour": flavour,
         "cudnn": env.get("NV_CUDNN_VERSION") or env.get("CUDNN_VERSION"),
         "nvidia_require_cuda": env.get("NVIDIA_REQUIRE_CUDA"),
-        "driver_needed": toolkit_driver(cuda) if cuda else None,
+        "driver_needed": needed,
+        # the oldest driver that starts it through minor-version compatibility (no PTX JIT there)
+        "driver_mvc": (
+            mvc[0]
+            if mvc
+            and needed
+            and compare(mvc[0], needed) < 0
+            and driver_branch(mvc[0]) != driver_branch(needed)
+            else None
+        ),
         "end_of_life": env.get("NVIDIA_CUDA_END_OF_LIFE") == "1",
     }
+
+
+def driver_text(cuda: dict[str, Any]) -> str:
+    """The driver floor, as the header says it: "needs driver >= 550.54.14 (>= 525.60.13 ...)"."""
+    if not cuda.get("driver_needed"):
+        return ""
+    text = f"needs driver >= {cuda['driver_needed']}"
+    if cuda.get("driver_mvc"):
+        text += f" (>= {cuda['driver_mvc']} through minor-version compatibility, no PTX JIT)"
+    return text
 
 
 def savings(analysis: Analysis) -> dict[str, int]:
@@ -98,7 +119,7 @@ def render_text(report: dict[str, Any]) -> str:
         lines.append(
             f"cuda      {cuda['cuda_version']} {cuda['flavour'] or ''}"
             + (f", cuDNN {cuda['cudnn']}" if cuda["cudnn"] else "")
-            + (f"; needs driver >= {cuda['driver_needed']}" if cuda["driver_needed"] else "")
+            + (f"; {driver_text(cuda)}" if cuda["driver_needed"] else "")
         )
     pull = report["pull_estimate"]
     if pull["seconds"] is not None:
@@ -149,7 +170,7 @@ def render_rich(report: dict[str, Any], color: bool = True) -> str:
         console.print(
             f"CUDA {cuda['cuda_version']} {cuda['flavour'] or ''}"
             + (f", cuDNN {cuda['cudnn']}" if cuda["cudnn"] else "")
-            + (f"; needs driver >= {cuda['driver_needed']}" if cuda["driver_needed"] else "")
+            + (f"; {driver_text(cuda)}" if cuda["driver_needed"] else "")
         )
     pull = report["pull_estimate"]
     if pull["seconds"] is not None:

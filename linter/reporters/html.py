@@ -49,6 +49,9 @@ details summary{cursor:pointer}
 """
 
 LINT_CSS = """
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:6px 0 10px}
+dl.facts dt{color:var(--muted)}
+dl.facts dd{margin:0}
 section.file{margin-top:10px}
 section.file>h2{border-bottom:2px solid var(--fg);padding-bottom:4px}
 .graph{overflow-x:auto;border:1px solid var(--line);background:var(--panel);border-radius:4px;padding:6px;margin:6px 0 12px}
@@ -298,6 +301,13 @@ def _file_section(
     for f in findings:
         counts[str(f.severity)] += 1
     out = [f'<section class="file" id="file-{index}"><h2>{esc(path)} {counts_html(counts)}</h2>']
+    facts = report.facts.get(path, {})
+    if facts:  # what the rules know about the file that is no finding (the driver it needs)
+        out.append(
+            '<dl class="facts">'
+            + "".join(f"<dt>{esc(name)}</dt><dd>{esc(text)}</dd>" for name, text in facts.items())
+            + "</dl>"
+        )
     if text is None:
         out.append('<p class="muted">source not available</p>')
         out.extend(f'<div class="f-{f.severity}">{_finding_box(f, rule_urls)}</div>' for f in findings)

@@ -25,12 +25,15 @@ def failure_text(finding: Finding) -> str:
 def render(report: Report, *, color: bool = False) -> str:
     """JUnit XML with a declaration; ``color`` is ignored.
 
-    ``tests`` counts linted files and ``failures`` the files with findings
-    (a test case fails once, however many ``<failure>`` elements it holds).
+    ``tests`` counts linted files and ``failures`` the files with a finding at or above
+    ``--fail-on`` (a test case fails once, however many ``<failure>`` elements it holds):
+    a file whose findings are all below it passes, as the exit code says, and its findings
+    are listed in the test case's ``<system-out>``.
     """
     by_path: dict[str, list[Finding]] = {}
+    below: dict[str, list[Finding]] = {}
     for finding in report.findings:
-        by_path.setdefault(finding.path, []).append(finding)
+        (by_path if report.fails(finding) else below).setdefault(finding.path, []).append(finding)
     paths = report.paths()
     suite = ET.Element(
         "testsuite",
@@ -52,5 +55,8 @@ def render(report: Report, *, color: bool = False) -> str:
                 {"message": xml_text(finding.message), "type": xml_text(finding.code)},
             )
             failure.text = xml_text(failure_text(finding))
+        if path in below:
+            out = ET.SubElement(case, "system-out")
+            out.text = xml_text("\n\n".join(failure_text(f) for f in below[path]))
     ET.indent(suite)
     return XML_DECLARATION + ET.tostring(suite, encoding="unicode") + "\n"
