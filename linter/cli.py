@@ -445,7 +445,7 @@ def _build_report(
 ) -> Report:
     from .engine import MAX_FILE_BYTES, is_enabled
     from .report import Report, RuleInfo
-    from .rule import all_rules
+    from .rule import all_rules, rule_url
 
     results = [r for r, _ in linted]
     fail_on: dict[str, str] = {}
@@ -470,7 +470,16 @@ def _build_report(
         files=[r.path for r in results],
         sources=sources,
         rules=[
-            RuleInfo(c.code, c.slug, c.severity, c.summary, c.docs, c.fix_safety, is_enabled(c, base_config))
+            RuleInfo(
+                c.code,
+                c.slug,
+                c.severity,
+                c.summary,
+                c.docs,
+                c.fix_safety,
+                is_enabled(c, base_config),
+                rule_url(c.code),
+            )
             for c in all_rules()
         ],
         tool_version=__version__,
@@ -868,12 +877,13 @@ def rules_command(fmt: str) -> None:
 @click.argument("rule")
 def explain_command(rule: str) -> None:
     """Print a rule's documentation: what it does, why, an example, what to use instead."""
-    from .rule import find_rule
+    from .rule import find_rule, rule_url
 
     cls = find_rule(rule)
     if cls is None:
         raise UserError(f"unknown rule {rule!r} (see `gpulint rules`)")
-    click.echo(cls.docs(), nl=False)
+    click.echo(cls.docs())
+    click.echo(f"Docs: {rule_url(cls.code)}")
 
 
 def _lazy_command(name: str) -> click.Command:

@@ -30,7 +30,7 @@ from .discovery import MAX_MANIFEST_BYTES
 from .finding import Finding, Severity
 from .lazyre import lazy_re
 from .pragmas import _PRAGMA_RE, Pragma
-from .rule import Rule, first_line
+from .rule import Rule, rule_url
 
 if TYPE_CHECKING:
     from .context import LintContext
@@ -1168,7 +1168,8 @@ def node_finding(
         column=node.column,
         end_line=node.end_line if end_column is not None else node.line,
         end_column=end_column,
-        help=redact_secrets(help if help is not None else first_line(rule.instead)),
+        help=redact_secrets(help if help is not None else rule.short_help()),
+        url=rule_url(rule.code),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+import re
 import textwrap
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, ClassVar
@@ -72,8 +73,9 @@ class Rule:
             column=column,
             end_line=end_line,
             end_column=end_column,
-            help=help if help is not None else first_line(self.instead),
+            help=help if help is not None else self.short_help(),
             fix=fix,
+            url=rule_url(self.code),
         )
 
     def finding_at(
@@ -88,7 +90,8 @@ class Rule:
             path=path,
             line=line,
             column=column,
-            help=help if help is not None else first_line(self.instead),
+            help=help if help is not None else self.short_help(),
+            url=rule_url(self.code),
         )
 
     @classmethod
@@ -98,8 +101,26 @@ class Rule:
         return {}
 
     @classmethod
+    def short_help(cls) -> str:
+        """One complete sentence: what to do instead (the first prose paragraph of ``instead``).
+
+        The default help of every finding, and the rule's help in SARIF and the docs pages.
+        """
+        for paragraph in _paragraphs(cls.instead):
+            if not _is_code(paragraph):
+                sentence = " ".join(paragraph.split())
+                return sentence[:-1] + "." if sentence.endswith(":") else sentence
+        return cls.summary
+
+    @classmethod
     def docs(cls) -> str:
-        """The documentation `gpulint explain` prints."""
+        """The documentation `gpulint explain` prints (markdown; code in fenced blocks)."""
+        instead: list[str] = []
+        for paragraph in _paragraphs(cls.instead):
+            if _is_code(paragraph):
+                instead += ["```dockerfile", paragraph, "```", ""]
+            else:
+                instead += [paragraph, ""]
         parts = [
             f"{cls.code} {cls.slug} ({cls.severity}; fix: {cls.fix_safety}"
             + ("" if cls.enabled_by_default else "; off by default")
@@ -117,9 +138,34 @@ class Rule:
             "```",
             "",
             "## Use instead",
-            dedent(cls.instead),
+            *instead,
         ]
         return "\n".join(parts).rstrip() + "\n"
+
+
+# Rule documentation pages, generated from each rule's own docs (python -m gpulint.ruledocs).
+RULE_DOCS_URL = "https://github.com/gpulint/gpulint/blob/main/docs/rules/{code}.md"
+
+
+def rule_url(code: str) -> str:
+    """Where a rule's documentation page is: SARIF helpUri, JSON/GitLab url, `gpulint explain`."""
+    return RULE_DOCS_URL.format(code=code)
+
+
+# The first line of a code paragraph in a rule's docs: a Dockerfile instruction or comment, or
+# YAML (compose and Kubernetes rules: a key, a list item).
+_CODE_START = re.compile(
+    r"^(FROM|RUN|COPY|ADD|ENV|ARG|WORKDIR|VOLUME|CMD|ENTRYPOINT|LABEL|USER|EXPOSE|HEALTHCHECK|SHELL"
+    r"|ONBUILD|STOPSIGNAL)\b|^#|^[A-Za-z_][\w.-]*:(\s|$)|^- "
+)
+
+
+def _paragraphs(text: str) -> list[str]:
+    return [p.strip("\n") for p in re.split(r"\n[ \t]*\n", dedent(text)) if p.strip()]
+
+
+def _is_code(paragraph: str) -> bool:
+    return _CODE_START.match(paragraph) is not None
 
 
 def dedent(text: str) -> str:

@@ -220,7 +220,7 @@ class LegacyNvidiaRuntime(ManifestRule):
             runtime: nvidia
     """
     instead = """
-        Use a device request:
+        Request the GPUs with a device request instead of the nvidia runtime:
 
         services:
           trainer:

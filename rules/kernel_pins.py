@@ -265,6 +265,8 @@ class UnpinnedKernelPackage(Rule):
         RUN pip install git+https://github.com/Dao-AILab/causal-conv1d
     """
     instead = """
+        Pin the kernel library to an exact version, or a git URL to a tag or commit:
+
         RUN pip install flash-attn==2.6.3 --no-build-isolation
         RUN pip install git+https://github.com/Dao-AILab/causal-conv1d@v1.4.0
     """
@@ -796,6 +798,8 @@ class IncompatibleCompanions(Rule):
         RUN pip install torch==2.4.1 torchvision==0.20.0 xformers==0.0.28.post3
     """
     instead = """
+        Pin versions released to work together (the torchvision and xformers built for your torch):
+
         RUN pip install torch==2.4.1 torchvision==0.19.1 xformers==0.0.28
     """
 
@@ -1042,6 +1046,8 @@ class ImplicitCudaVariant(Rule):
         RUN pip install torch==2.5.1
     """
     instead = """
+        Install torch from the PyTorch index of the CUDA variant you want:
+
         RUN pip install torch==2.5.1 --index-url https://download.pytorch.org/whl/cu124
     """
 
@@ -1095,6 +1101,8 @@ class UnpinnedCudaAptPackage(Rule):
         RUN apt-get update && apt-get install -y libcudnn8 libnccl2
     """
     instead = """
+        Pin the version of every CUDA, cuDNN, NCCL and TensorRT package:
+
         RUN apt-get update && apt-get install -y libcudnn8=8.9.7.29-1+cuda12.2 libnccl2=2.21.5-1+cuda12.4
     """
 
@@ -1154,6 +1162,8 @@ class UnpinnedPythonPackage(Rule):
         RUN pip install --no-cache-dir transformers accelerate
     """
     instead = """
+        Pin every Python package to an exact version (or install with a constraints file):
+
         RUN pip install --no-cache-dir transformers==4.44.2 accelerate==0.34.2
     """
 

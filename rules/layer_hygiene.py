@@ -85,6 +85,8 @@ class AptNoInstallRecommends(Rule):
         RUN apt-get update && apt-get install -y python3-pip
     """
     instead = """
+        Add --no-install-recommends to apt-get install:
+
         RUN apt-get update && apt-get install -y --no-install-recommends python3-pip
     """
 
@@ -194,6 +196,8 @@ class CondaCacheKept(Rule):
         RUN conda install -y pytorch=2.4.1 pytorch-cuda=12.4 -c pytorch -c nvidia
     """
     instead = """
+        Clean the package cache in the same RUN that installs:
+
         RUN conda install -y pytorch=2.4.1 pytorch-cuda=12.4 -c pytorch -c nvidia \\
             && conda clean -afy
     """
@@ -926,6 +930,8 @@ class ConsiderCacheMount(Rule):
         RUN pip install --no-cache-dir torch==2.4.1
     """
     instead = """
+        Keep the download cache in a BuildKit cache mount:
+
         RUN --mount=type=cache,target=/root/.cache/pip pip install torch==2.4.1
     """
 

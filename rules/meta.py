@@ -198,7 +198,7 @@ class UnusedIgnore(Rule):
         FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
     """
     instead = """
-        Delete the pragma:
+        Delete the pragma that suppresses nothing:
 
         FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
     """

@@ -437,7 +437,7 @@ class MissingNvidiaEnv(Rule):
         RUN pip install --no-cache-dir torch==2.4.1
     """
     instead = """
-        Declare what the image needs from the driver:
+        Declare what the image needs from the driver in the NVIDIA_* environment:
 
         FROM python:3.11-slim
         ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility
@@ -539,6 +539,8 @@ class BroadDriverCapabilities(Rule):
         ENV NVIDIA_DRIVER_CAPABILITIES=all
     """
     instead = """
+        Ask only for the driver capabilities a compute workload uses:
+
         ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility
     """
 

@@ -162,7 +162,7 @@ class CredentialFileCopied(Rule):
         RUN pip install -r requirements.txt
     """
     instead = """
-        Mount it for the one step that needs it:
+        Mount the credential file as a BuildKit secret for the one step that needs it:
 
         RUN --mount=type=secret,id=netrc,target=/root/.netrc pip install -r requirements.txt
     """
@@ -274,6 +274,8 @@ class InlineToken(Rule):
         RUN huggingface-cli login --token hf_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789
     """
     instead = """
+        Pass the token as a BuildKit secret to the one step that needs it:
+
         RUN --mount=type=secret,id=hf_token,env=HF_TOKEN huggingface-cli download org/model
     """
 

@@ -654,6 +654,8 @@ class ModelCacheNotOnVolume(Rule):
         RUN pip install --no-cache-dir transformers==4.44.2
     """
     instead = """
+        Point the model cache at a directory that is a VOLUME:
+
         ENV HF_HOME=/models
         VOLUME /models
     """

@@ -13,7 +13,7 @@ from typing import Any
 from ..config import Config
 from ..finding import Finding, Severity
 from ..requirecuda import Host, cuda_for_driver, evaluate, toolkit_driver
-from ..rule import find_rule
+from ..rule import find_rule, rule_url
 from .analysis import Analysis
 
 # Rules whose Dockerfile checks make sense on the image's history commands.
@@ -54,6 +54,7 @@ def _make(code: str, source: str, line: int, message: str, severity: Severity | 
         path=source,
         line=max(line, 1),
         help="",
+        url=rule_url(rule.code),
     )
 
 

@@ -52,6 +52,8 @@ def issue(finding: Finding, fingerprint_hex: str) -> dict[str, Any]:
         body.append(f"docs: {finding.url}")
     if body:
         data["content"] = {"body": "\n\n".join(body)}
+    if finding.url:
+        data["url"] = finding.url  # the rule's documentation page
     return data
 
 
