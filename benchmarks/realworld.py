@@ -38,7 +38,7 @@ CATEGORY_OF_CODE: dict[str, str] = {
     **{c: "base-pinning" for c in ("GL103", "GL104", "GL105")},
     **{c: "driver-compat" for c in ("GL106", "GL401", "GL402")},
     **{c: "cuda-stack" for c in ("GL107", "GL108", "GL109", "GL203", "GL204")},
-    **{c: "framework-pinning" for c in ("GL201", "GL202", "GL205", "GL206")},
+    **{c: "framework-pinning" for c in ("GL201", "GL202", "GL205", "GL206", "GL207")},
 }
 GPU_CATEGORIES = (
     "devel-runtime",

@@ -9,10 +9,11 @@ from gpulint import data
 from gpulint.buildcontext import pip_sources
 from gpulint.context import LintContext
 from gpulint.cudabuild import build_container, compile_signals, dev_environment, own_entry, workspace_entry
-from gpulint.dockerfile import Stage
+from gpulint.dockerfile import Instruction, Stage
 from gpulint.expand import expand
 from gpulint.finding import Edit, Finding, Fix, FixSafety, Severity
 from gpulint.gpubase import BaseInfo, classify, floating_tag_problem, is_gpu_image
+from gpulint.imageref import parse_image_ref
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, make_fix, register
 
@@ -335,6 +336,49 @@ class UnpinnedBaseImage(Rule):
                 column=_image_column(ctx, stage),
                 severity=severity,
             )
+        yield from self._copied_images(ctx)
+
+    def _copied_images(self, ctx: LintContext) -> Iterator[Finding]:
+        """Images read by `COPY --from=<image>` and `RUN --mount=...,from=<image>` (uv's binary
+        from ghcr.io/astral-sh/uv:latest): what they copy floats like a base image does."""
+        df = ctx.dockerfile
+        for stage in ctx.stages:
+            for instr in stage.instructions:
+                for source in _image_sources(instr):
+                    if df.stage_named(source) is not None or "$" in source:
+                        continue
+                    ref = parse_image_ref(source)
+                    if not ref.valid:
+                        continue
+                    info = classify(ref)
+                    gpu = is_gpu_image(ref, info)
+                    problem = floating_tag_problem(ref, info, gpu)
+                    if problem is None:
+                        continue
+                    how = "COPY --from" if instr.keyword in ("COPY", "ADD") else "RUN --mount from="
+                    yield self.finding(
+                        ctx,
+                        f"{how} reads the image {source}, which {problem}: what it copies (a tool's binary, "
+                        "libraries) changes with every release; pin a version tag (and a digest)",
+                        instruction=instr,
+                        severity=Severity.ERROR if gpu else Severity.WARNING,
+                    )
+
+
+def _image_sources(instr: Instruction) -> list[str]:
+    """The `from=` sources of a COPY/ADD and of a RUN's --mount flags, as written."""
+    if instr.keyword in ("COPY", "ADD"):
+        source = instr.flag("from")
+        return [source] if source else []
+    if instr.keyword != "RUN":
+        return []
+    out = []
+    for mount in instr.flags.get("mount", []):
+        for part in mount.split(","):
+            key, _, value = part.partition("=")
+            if key.strip() == "from" and value.strip():
+                out.append(value.strip())
+    return out
 
 
 _ARG_REF_RE = lazy_re(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")

@@ -399,7 +399,7 @@ class RedundantCudaStack(Rule):
             fix = f"use {plain}" if plain else "use the devel flavour without cuDNN"
             yield self.finding(
                 ctx,
-                f"`{spec.raw}` installs torch's CUDA build, which brings its own cuDNN (nvidia-cudnn wheel), on "
+                f"`{spec.raw}` installs torch's CUDA build, which brings its own cuDNN (the nvidia-cudnn wheel, or inside the wheel before torch 1.13), on "
                 f"{base}: the image's cuDNN is a second copy nothing loads (compiling extensions needs nvcc and "
                 f"the headers, not cuDNN); {fix}",
                 line=spec.word.line,
