@@ -779,32 +779,50 @@ def _match_fix(
     return f"install the CUDA {major} build of {name} or use a CUDA {wheel_cuda} base image"
 
 
+# The distributions of each framework an image ships, by the framework name gpulint gives the image.
+_FRAMEWORK_PACKAGES: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    # framework: (pip names, conda names)
+    "pytorch": (frozenset({"torch"}), frozenset({"pytorch"})),
+    "jax": (frozenset({"jax", "jaxlib"}), frozenset({"jax", "jaxlib"})),
+    "tensorflow": (frozenset({"tensorflow", "tensorflow-gpu"}), frozenset({"tensorflow", "tensorflow-gpu"})),
+}
+# packages whose releases pin one exact PyPI torch (rules/data/kernels.yaml torch_pins):
+# installed with their dependencies on an NGC PyTorch image, pip swaps NGC's torch build for it.
+_EXACT_TORCH_PINNERS = frozenset({"vllm", "xformers"})
+
+
 @register
 class FrameworkReinstalledOverBase(Rule):
     code = "GL109"
     slug = "framework-reinstalled-over-base"
     severity = Severity.WARNING
     fix_safety = FixSafety.SUGGEST
-    summary = "torch is installed again on an image that already ships it"
+    summary = "The framework is installed again on an image that already ships it"
     what = """
-        Finds `pip install torch...` (or conda `pytorch`) in a stage built on
-        `pytorch/pytorch:*` or `nvcr.io/nvidia/pytorch:*` that replaces the image's
-        torch: another version, a range the image's torch does not satisfy,
-        `--upgrade`/`--force-reinstall`, or any pinned torch on an NGC image
-        (whose torch is NVIDIA's own pre-release build). Installing other
-        packages, and torch requirements the image already satisfies, is fine.
+        Finds pip (or conda) installs of the framework a framework image ships:
+        torch on `pytorch/pytorch:*` or `nvcr.io/nvidia/pytorch:*`, jax/jaxlib on
+        `nvcr.io/nvidia/jax:*`, tensorflow on `tensorflow/tensorflow:*` or
+        `nvcr.io/nvidia/tensorflow:*` - when it replaces the image's build: another
+        version, a range the image's version does not satisfy,
+        `--upgrade`/`--force-reinstall`, any pinned release on an NGC image (whose
+        builds are NVIDIA's own pre-releases), jax's CUDA extras (`jax[cuda12_pip]`
+        pulls PyPI's jaxlib and CUDA plugin). Also vllm and xformers installed
+        with their dependencies on NGC PyTorch: their releases pin one exact PyPI
+        torch, so pip swaps NGC's build for it. Installing other
+        packages, and requirements the image already satisfies, is fine.
     """
     why = """
-        The image's torch (and its CUDA stack) stays in its layer while a second
+        The image's framework (and its CUDA stack) stays in its layer while a second
         one, often built for another CUDA, lands on top: gigabytes more to pull,
-        and NVIDIA's tuned NGC build silently replaced.
+        NVIDIA's tuned NGC build silently replaced, and the extensions the image
+        compiled against it (torchvision, apex, transformer-engine) no longer match.
     """
     example = """
         FROM pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime
         RUN pip install --no-cache-dir torch==2.5.1
     """
     instead = """
-        Use the image whose torch you want, and install only what it lacks:
+        Use the image whose framework you want, and install only what it lacks:
 
         FROM pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
     """
@@ -812,64 +830,94 @@ class FrameworkReinstalledOverBase(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.stages:
             info = ctx.base_info(stage)
-            if info is None or info.family not in ("pytorch", "ngc") or info.framework != "pytorch":
+            if info is None or info.family not in ("pytorch", "ngc", "tensorflow"):
                 continue
+            framework = info.framework or ""
+            if framework not in _FRAMEWORK_PACKAGES:
+                continue
+            pip_names, conda_names = _FRAMEWORK_PACKAGES[framework]
             base = stage.root.base.text
-            base_torch = info.framework_version if info.family == "pytorch" else None
+            version = info.framework_version if info.family != "ngc" else None
+            label = {"pytorch": "torch", "jax": "JAX", "tensorflow": "TensorFlow"}[framework]
+            torch_replaced = False
             for _, _, install in ctx.stage_installs(stage):
                 if install.manager == "pip":
-                    candidates = [s for s in install.packages if s.name == "torch"]
+                    candidates = [s for s in install.packages if s.name in pip_names]
                 elif install.manager == "conda":
-                    candidates = [s for s in install.packages if s.name == "pytorch"]
+                    candidates = [s for s in install.packages if s.name in conda_names]
                 else:
                     continue
                 for spec in candidates:
-                    reason = _replaces(install, spec, info.family, base_torch)
+                    reason = _replaces(install, spec, info.family, version)
                     if reason is None:
                         continue
-                    has = f" {base_torch}" if base_torch else ""
+                    has = f" {version}" if version else ""
                     ngc = ", and NVIDIA's tuned NGC build is gone" if info.family == "ngc" else ""
                     yield self.finding(
                         ctx,
-                        f"{base} already ships torch{has}; `{spec.raw}` {reason}: a second torch lands on top of "
-                        f"the image's (gigabytes more to pull, often built for another CUDA{ngc}); use a base "
-                        "image that has the torch you need and install only what it lacks",
+                        f"{base} already ships {label}{has}; `{spec.raw}` {reason}: a second {label} lands on top "
+                        f"of the image's (gigabytes more to pull, often built for another CUDA{ngc}); use a base "
+                        f"image that has the {label} you need and install only what it lacks",
                         line=spec.word.line,
                         column=spec.word.column,
                     )
+                if install.manager == "pip" and any(s.name == "torch" for s in install.packages):
+                    torch_replaced = True  # judged above; later pins are checked against it by GL203
+                    continue
+                if (
+                    info.family == "ngc"
+                    and framework == "pytorch"
+                    and install.manager == "pip"
+                    and not install.no_deps
+                    and not torch_replaced
+                ):
+                    for spec in install.packages:
+                        if spec.name not in _EXACT_TORCH_PINNERS:
+                            continue
+                        yield self.finding(
+                            ctx,
+                            f"{base} already ships NVIDIA's torch build; `{spec.raw}` pins one exact PyPI torch, so pip replaces the image's torch with it (and its nvidia-* CUDA wheels): "
+                            "NGC's build and the extensions compiled against it (apex, transformer-engine) no longer "
+                            "match; install it with --no-deps where its torch pin allows NGC's build, or use a base "
+                            "image without torch",
+                            line=spec.word.line,
+                            column=spec.word.column,
+                        )
 
 
-def _replaces(install: Install, spec: PackageSpec, family: str, base_torch: str | None) -> str | None:
-    """Why this torch install replaces the image's torch; None when pip/conda would keep it."""
+def _replaces(install: Install, spec: PackageSpec, family: str, base_version: str | None) -> str | None:
+    """Why this framework install replaces the image's build; None when pip/conda would keep it."""
     if install.manager == "conda":
-        return "installs conda's pytorch next to it"
+        return f"installs conda's {spec.name} next to it"
     if install.has("--force-reinstall"):
         return "forces a reinstall"
     upgrade = install.has("-U", "--upgrade")
     if family == "ngc":
-        # NGC's torch is a pre-release build (2.5.0a0+<sha>): no release pin matches it.
+        # NGC's builds are pre-releases (torch 2.5.0a0+<sha>, jax 0.4.x.dev+...): no release pin matches them.
         if spec.version or spec.url or spec.kind in ("vcs", "path"):
             return "pins a release that is not NGC's own build, so pip replaces it"
+        if spec.name == "jax" and any(e.startswith("cuda") for e in spec.extras):
+            return f"asks for jax[{','.join(spec.extras)}], whose jaxlib and CUDA plugin are PyPI's builds, so pip replaces NGC's"
         if spec.specifier:
             return None  # a range NGC's build may well satisfy
         return "upgrades it to PyPI's latest release" if upgrade else None
-    if base_torch is None:
-        return None  # the image's torch version is unknown (unrecognised tag)
+    if base_version is None:
+        return "upgrades it to PyPI's latest release" if upgrade and family == "tensorflow" else None
     if spec.kind != "requirement":
-        return "installs a torch wheel from a URL or path over it"
+        return "installs a wheel from a URL or path over it"
     if spec.version is not None:
         pinned = spec.version
-        if pinned.split("+")[0] == base_torch:
+        if pinned.split("+")[0] == base_version:
             return None  # same release: already satisfied (a +cuXYZ label pip may still swap; not judged)
-        return f"pins {pinned}, so pip replaces the image's {base_torch}"
+        return f"pins {pinned}, so pip replaces the image's {base_version}"
     if spec.specifier:
         try:
             from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-            if base_torch in SpecifierSet(spec.specifier) and not upgrade:
+            if base_version in SpecifierSet(spec.specifier) and not upgrade:
                 return None
         except (InvalidSpecifier, ValueError):
             return None
-        if base_torch not in SpecifierSet(spec.specifier):
-            return f"asks for {spec.specifier}, which {base_torch} does not satisfy, so pip replaces it"
+        if base_version not in SpecifierSet(spec.specifier):
+            return f"asks for {spec.specifier}, which {base_version} does not satisfy, so pip replaces it"
     return "upgrades it to PyPI's latest release" if upgrade else None

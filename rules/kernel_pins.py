@@ -690,7 +690,8 @@ def _installed(ctx: LintContext, stage: Stage) -> dict[str, Installed]:
     """The pinned version of each package at the end of ``stage`` (its FROM chain included)."""
     out: dict[str, Installed] = {}
     base = ctx.base_info(stage)
-    if base is not None and base.framework == "pytorch" and base.framework_version:
+    # pytorch/pytorch tags name their torch release; an NGC tag names NGC's release (24.08), not torch's
+    if base is not None and base.family == "pytorch" and base.framework_version:
         ref = stage.root.image
         image = f"{ref.name}:{ref.tag}" if ref is not None else "?"
         out["torch"] = Installed(base.framework_version, None, f"from the base image {image}")
