@@ -639,6 +639,8 @@ def _probes_gpu(cmd: Command) -> str | None:
     """The GPU probe a command runs, if any (nvidia-smi, or a probe in inline Python)."""
     if cmd.name == "nvidia-smi":
         return "nvidia-smi"
+    if cmd.name == "vllm" and cmd.arg_values[:1] == ["serve"] and "--help" not in cmd.arg_values:
+        return "vllm serve"  # the server initialises CUDA on start: no GPU at build, it exits
     for text in _python_code(cmd):
         match = _GPU_PROBE_RE.search(text)
         if match:
@@ -655,7 +657,8 @@ class GpuQueryAtBuild(Rule):
     fix_safety = FixSafety.SUGGEST
     summary = "A RUN step probes the GPU, which docker build cannot see"
     what = """
-        Finds `RUN` steps that query the GPU: `nvidia-smi`,
+        Finds `RUN` steps that query the GPU: `nvidia-smi`, `vllm serve` (the
+        server initialises CUDA),
         `torch.cuda.is_available()`, `torch.cuda.device_count()`,
         `jax.devices('gpu')`, `tf.config.list_physical_devices('GPU')` run by
         Python (`python -c`, `python - <<EOF`, `conda run python`).

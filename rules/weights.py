@@ -312,13 +312,23 @@ def _downloads(
     ):
         yield from _hf_cli(cmd, env)
         return
-    if name == "ollama" and values[:1] == ["pull"]:
-        yield Download(
-            "ollama pull",
-            values[1] if len(values) > 1 else None,
-            None,
-            env.get("OLLAMA_MODELS") or "/root/.ollama",
-        )
+    for words, cache in _MODEL_CLIS.items():
+        plain = [v for v in values if not v.startswith("-")]  # `comfy --skip-prompt model download`
+        if name == words[0] and plain[: len(words) - 1] == list(words[1:]):
+            rest = plain[len(words) - 1 :]
+            model = rest[0] if rest else _option(values, "--model", "--url")
+            if name == "ollama":
+                cache = env.get("OLLAMA_MODELS") or cache
+            elif name == "vllm":
+                cache = _hf_cache(env)
+            if name == "vllm" and model and model.startswith("/"):
+                return  # local weights: nothing is downloaded
+            dest = _option(values, "--local_dir", "--local-dir", "--download-dir", "--cache_dir", "--path")
+            yield Download(" ".join(words), model, dest, cache)
+            return
+    fetcher = _script_download(cmd)
+    if fetcher is not None:
+        yield fetcher
         return
     skip_smudge = (environment_value(cmd, env, "GIT_LFS_SKIP_SMUDGE") or "") == "1"
     if name == "git" and "lfs" in values[:3] and "pull" in values[:4]:
@@ -362,8 +372,77 @@ def _downloads(
 
 
 def _is_weight_url(url: str) -> bool:
+    """A URL that serves model weights: a weight extension, a file of a Hugging Face repository
+    (`/resolve/`) other than its small files, or an archive of a model (`.../models/...tar.gz`,
+    `alphafold_params_*.tar`)."""
     path = url.split("?", 1)[0].split("#", 1)[0].lower()
-    return path.endswith(_weight_extensions())
+    if path.endswith(_weight_extensions()):
+        return True
+    facts = data.load("weights")
+    base = posixpath.basename(path)
+    if "/resolve/" in path and any(host in path for host in facts["hub_hosts"]):
+        return (
+            bool(base)
+            and not base.startswith(_SMALL_FILE_PREFIXES)
+            and not base.endswith(tuple(facts["hub_small_extensions"]))
+        )
+    if not base.endswith(tuple(facts["archive_extensions"])):
+        return False
+    if any(marker in path for marker in facts["source_archive_markers"]):
+        return (
+            False  # a source archive of a repository named models (github.com/tensorflow/models/archive/...)
+        )
+    words = set(re.split(r"[/_.\-]+", path.split("://", 1)[-1]))
+    return bool(words & set(facts["archive_model_words"]))
+
+
+def _script_download(cmd: Command) -> Download | None:
+    """A repository script that fetches weights (`python download_model.py`, `sh download_weights.sh`)."""
+    name = cmd.name
+    values = cmd.arg_values
+    script: str | None = None
+    if re.match(r"^python[\d.]*$", name) or name in ("sh", "bash", "source", "."):
+        if "-m" in values and values.index("-m") + 1 < len(values):
+            script = values[values.index("-m") + 1].rsplit(".", 1)[-1]
+        else:
+            script = next((v for v in values if not v.startswith("-")), None)
+    elif name.endswith((".sh", ".py")):
+        script = name
+    if not script:
+        return None
+    base = posixpath.basename(script)
+    if _SCRIPT_RE.match(base):
+        return Download(base, None, None, "")
+    if _FETCH_SCRIPT_RE.search(base):
+        # `python download.py --model ${MODEL_ID}`, `sh fetch.sh $WEIGHTS_URL`: fed a model by ARG/ENV or a weight URL
+        for word in cmd.args:
+            if _is_weight_url(word.value) or _MODEL_VARIABLE_RE.search(word.text):
+                return Download(base, None, None, "")
+    return None
+
+
+_FETCH_SCRIPT_RE = lazy_re(r"(download|fetch)", re.I)
+# a variable that names a model or its weights: $MODEL_ID, ${MODEL_NAME}, $WEIGHTS_URL, $CHECKPOINT
+_MODEL_VARIABLE_RE = lazy_re(
+    r"\$\{?[A-Z_]*(MODEL(_ID|_NAME|_REPO|_URL|_PATH)?|WEIGHTS?(_URL)?|CHECKPOINT(_URL)?|CKPT(_URL)?)\b", re.I
+)
+
+
+_SCRIPT_RE = lazy_re(
+    r"^(download|fetch|get|pull|prefetch|cache)[_-]?(the[_-]|all[_-])?(pretrained[_-]?)?"
+    r"(models?|weights?|checkpoints?|ckpts?|params|pretrained)(\.(py|sh))?$",
+    re.I,
+)
+# model CLIs beyond huggingface-cli: (program, subcommand words) -> where the weights go by default
+_MODEL_CLIS: dict[tuple[str, ...], str] = {
+    ("modelscope", "download"): "/root/.cache/modelscope",
+    ("comfy", "model", "download"): "",
+    ("ollama", "pull"): "/root/.ollama",
+    ("vllm", "serve"): _HF_DEFAULT,
+    ("litgpt", "download"): "",
+    ("tune", "download"): "",
+    ("llamafactory-cli", "download"): "",
+}
 
 
 def _heredoc_files(ctx: LintContext, stage: Stage, upto: Instruction) -> dict[str, str]:
@@ -398,7 +477,14 @@ class WeightsDownloadedAtBuild(Rule):
         executed at build (not on tokenizers/configs/processors), transformers
         `pipeline(`, `SentenceTransformer(`, `torch.hub.load`, `whisper.load_model`,
         faster-whisper's `WhisperModel(`, bark's `preload_models()`, `ollama pull`, `git lfs pull`, `git clone https://huggingface.co/...`,
-        wget/curl/`ADD` of a URL ending in a weight extension - also in Python
+        `modelscope download`, `comfy model download`, `litgpt`/`tune`/
+        `llamafactory-cli download`, `vllm serve <model id>` run during the build,
+        repository scripts (`download_model.py`, `download_weights.sh`, or a
+        `download*`/`fetch*` script fed `${MODEL_ID}`-style variables or a weight
+        URL), wget/curl/aria2c/`ADD` of a URL ending in a weight extension, of a
+        Hugging Face `/resolve/` file other than its tokenizer/config files, or
+        of an archive whose URL names a model (`.../models/...tar.gz`,
+        `alphafold_params_*.tar`; GitHub source archives are not) - also in Python
         one-liners (`python -c "..."`), heredoc bodies (`RUN python3 <<EOF`) and
         scripts written with `COPY <<EOF` and run later. The model id is named
         when the command shows it. In a build stage that is not shipped, a
