@@ -15,7 +15,10 @@ from .installers import Install, parse_install
 from .pragmas import Pragma
 from .shell import Command, run_commands
 
-_TOOLCHAIN_MARKERS = frozenset({"base", "builder", "build", "dev", "devel", "development"})
+_TOOLCHAIN_MARKERS = frozenset({"base", "builder", "build", "dev", "devel", "development", "sdk", "ci"})
+# a shipped stage named for development or building (`FROM runtime AS dev`, `AS dev-image`, `AS ci-image`):
+# multi-target Dockerfiles whose last stage is the development target, not the production one
+_STAGE_MARKERS = _TOOLCHAIN_MARKERS - {"base"}
 
 _POSIX_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh"})
 
@@ -35,10 +38,14 @@ class LintContext:
     def builds_a_toolchain_image(self) -> bool:
         """Is this Dockerfile for an image people build or develop in - a base for other builds
         (`Dockerfile.base`, `Dockerfile-builder`), a development image (`Dockerfile.dev`,
-        `devel.Dockerfile`), a dev container (`.devcontainer/Dockerfile`)? Compilers, headers and
-        the CUDA toolkit are the point of those."""
+        `devel.Dockerfile`, `Dockerfile.sdk`, `Dockerfile.ci`), a dev container (`.devcontainer/Dockerfile`),
+        or a shipped stage named so (`AS dev`, `AS ci-image`)? Compilers, headers and the CUDA toolkit are
+        the point of those."""
         parts = self.path.replace("\\", "/").lower().split("/")
         if ".devcontainer" in parts[:-1]:
+            return True
+        chain = self.shipped_stages()
+        if chain and chain[0].name and _STAGE_MARKERS & set(re.split(r"[._-]", chain[0].name.lower())):
             return True
         name = parts[-1]
         for prefix in ("dockerfile", "containerfile"):

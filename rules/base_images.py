@@ -46,7 +46,9 @@ class DevelFinalStage(Rule):
         are Jetson images (`*-igpu` tags, L4T bases: no x86 runtime image runs
         there), nor are Dockerfiles named for a base or development image
         (`Dockerfile.base`, `Dockerfile-builder`, `Dockerfile.dev`,
-        `devel.Dockerfile`, a `.devcontainer/Dockerfile`), nor images whose entry
+        `devel.Dockerfile`, `Dockerfile.sdk`, `Dockerfile.ci`, a
+        `.devcontainer/Dockerfile`, a shipped stage named `dev` or `ci-image`),
+        nor images whose entry
         is a workspace (a shell, Jupyter, sshd, `sleep infinity`), build
         containers (compilers installed and a build tree on `LD_LIBRARY_PATH`
         or `PATH`), dev containers (no CMD/ENTRYPOINT of their own and a user

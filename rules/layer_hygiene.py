@@ -788,7 +788,8 @@ class BuildToolsShipped(Rule):
         g++, cmake, ninja-build, `*-dev`/`*-devel` packages, `*-dev-cuda-12`,
         nvcc) in the shipped stage that are not purged/removed in the same RUN.
         Builder stages that are only copied from are not reported, nor are base,
-        development and dev-container Dockerfiles (as for GL101). In images that
+        development, SDK, CI and dev-container Dockerfiles, or a shipped stage
+        named for development (`FROM runtime AS dev`), as for GL101. In images that
         run Triton (torch, vLLM, SGLang, xformers, a PyTorch base), a C compiler
         (gcc, g++, clang, build-essential) and Python's headers (python3-dev) are
         not reported either: Triton compiles its kernel launcher with them at run

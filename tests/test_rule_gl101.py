@@ -151,13 +151,15 @@ def test_builder_stage_only_copied_from() -> None:
 
 def test_target_selects_the_shipped_stage() -> None:
     text = dockerfile(
-        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS dev",
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS debug",
         'CMD ["/app", "--debug"]',
         "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04 AS prod",
         'CMD ["/app"]',
     )
     assert gl101(text) == []
-    assert where(gl101(text, target="dev")) == [("GL101", 1, 1)]
+    assert where(gl101(text, target="debug")) == [("GL101", 1, 1)]
+    # a shipped stage named for development keeps its toolkit, as a Dockerfile.dev does
+    assert gl101(text.replace("AS debug", "AS dev"), target="dev") == []
 
 
 @pytest.mark.parametrize(

@@ -287,6 +287,7 @@ def test_gl507_leaves_development_images_alone(tmp_path: Path) -> None:
     for name, reported in (
         (".devcontainer/Dockerfile", False),
         ("Dockerfile.dev", False),
+        ("Dockerfile.sdk", False),
         ("Dockerfile", True),
     ):
         path = tmp_path / name
