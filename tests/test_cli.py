@@ -210,10 +210,10 @@ def test_usage_errors(project: Path, args: list[str], expected: str) -> None:
 
 def test_target_naming_no_stage(project: Path) -> None:
     (project / "Dockerfile").write_text(
-        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS build\nFROM nvidia/cuda:12.4.1-base-ubuntu22.04\n"
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04 AS gpu\nFROM nvidia/cuda:12.4.1-base-ubuntu22.04\n"
     )
     assert_one_error_line(run_gpulint("--target", "runtime", "Dockerfile", cwd=project), "'runtime'")
-    proc = run_gpulint("--target", "build", "--select", "GL101", "Dockerfile", cwd=project)
+    proc = run_gpulint("--target", "gpu", "--select", "GL101", "Dockerfile", cwd=project)
     assert proc.returncode == 1 and "GL101" in proc.stdout
 
 

@@ -280,7 +280,7 @@ def test_extends_cycle_and_missing_files_are_gl001(tmp_path: Path) -> None:
 def test_build_lints_the_dockerfile_with_args_and_target(tmp_path: Path) -> None:
     (tmp_path / "docker").mkdir()
     (tmp_path / "docker" / "gpu.Dockerfile").write_text(
-        "ARG CUDA=12.4.1\nFROM nvidia/cuda:${CUDA}-devel-ubuntu22.04 AS dev\nFROM python:3.12.4-slim AS cpu\n"
+        "ARG CUDA=12.4.1\nFROM nvidia/cuda:${CUDA}-devel-ubuntu22.04 AS gpu\nFROM python:3.12.4-slim AS cpu\n"
     )
     compose = tmp_path / "compose.yaml"
     compose.write_text(
@@ -291,7 +291,7 @@ def test_build_lints_the_dockerfile_with_args_and_target(tmp_path: Path) -> None
                 build:
                   context: docker
                   dockerfile: gpu.Dockerfile
-                  target: dev
+                  target: gpu
                   args: {CUDA: "12"}
                 gpus: all
               cpu:
