@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from collections.abc import Iterator
@@ -233,7 +234,24 @@ def _clears_lists(path: str) -> bool:
     if stripped != normalized and stripped in (APT_LISTS, "/var/lib/apt", "/var/lib", "/var"):
         return True
     # /var/lib/apt/lists/*_Packages* and the like still leave partial/ and lock: count them too
-    return normalized.startswith(APT_LISTS + "/") and normalized[len(APT_LISTS) + 1 :].startswith("*")
+    if normalized.startswith(APT_LISTS + "/") and normalized[len(APT_LISTS) + 1 :].startswith("*"):
+        return True
+    # a glob that matches the directory itself (`rm -rf /var/lib/apt/lists*`) removes it whole
+    return any(_glob_matches(normalized, directory) for directory in _LISTS_AND_PARENTS)
+
+
+_LISTS_AND_PARENTS = (APT_LISTS, "/var/lib/apt", "/var/lib", "/var")
+
+
+def _glob_matches(pattern: str, path: str) -> bool:
+    """Whether the shell glob ``pattern`` matches ``path``, component by component (a shell's
+    ``*`` never crosses a ``/``)."""
+    if not any(c in pattern for c in "*?["):
+        return False
+    parts, targets = pattern.split("/"), path.split("/")
+    return len(parts) == len(targets) and all(
+        fnmatch.fnmatchcase(target, part) for part, target in zip(parts, targets, strict=True)
+    )
 
 
 @register

@@ -79,6 +79,20 @@ def test_removing_only_partial_does_not_count() -> None:
     assert len(gl502(text)) == 1
 
 
+@pytest.mark.parametrize(
+    "removal",
+    [
+        "/var/lib/apt/lists/partial*",
+        "/var/lib/apt/lists.old*",
+        "/var/lib/apt/lists/partial/*",
+        "/var/cache/apt*",
+    ],
+)
+def test_a_glob_that_misses_the_lists_directory_does_not_count(removal: str) -> None:
+    text = dockerfile(FROM, f"RUN apt-get update && apt-get install -y git && rm -rf {removal}")
+    assert len(gl502(text)) == 1
+
+
 def test_apt_and_options_before_the_verb() -> None:
     assert len(gl502(dockerfile(FROM, "RUN apt -o Acquire::Retries=3 update && apt install -y git"))) == 1
 
@@ -96,6 +110,10 @@ def test_parent_stage_layers_are_shipped() -> None:
     [
         "RUN apt-get update && apt-get install -y git && rm -rf /var/lib/apt/lists/*",
         "RUN apt-get update && apt-get install -y git && rm -rf /var/lib/apt/lists",
+        # the glob matches the lists directory itself and removes it whole
+        "RUN apt-get update && apt-get install -y git && rm -rf /var/lib/apt/lists*",
+        "RUN apt-get update && apt-get install -y git && rm -rf /var/lib/apt/list?",
+        "RUN apt-get update && apt-get install -y git && rm -rf /var/lib/ap*",
         "RUN apt-get update && apt-get install -y git && apt-get clean && rm -rf /var/lib/apt/lists/* /tmp/*",
         "RUN apt-get update && apt-get install -y git && find /var/lib/apt/lists -type f -delete",
         "RUN --mount=type=cache,target=/var/lib/apt/lists,sharing=locked apt-get update && apt-get install -y git",
