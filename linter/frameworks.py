@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from . import data
 from .installers import Install, PackageSpec
@@ -13,6 +14,8 @@ from .shell import environment_value
 
 # download.pytorch.org/whl/cu124, /whl/nightly/cu128, and find-links pages such as /whl/cu111/torch_stable.html
 _WHL_INDEX_RE = lazy_re(r"/whl/(?:nightly/|test/)?(cu\d{2,3}|cpu|rocm[\d.]+)(?:/|$)")
+# a path segment of any index that names a torch variant (`/jp6/cu126/+simple/`)
+_VARIANT_SEGMENT_RE = lazy_re(r"/(cu\d{2,3}|cpu|rocm[\d.]+)/")
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,20 @@ class Variant:
     cuda: str | None  # "12.4" when known
     how: str  # how we know: "+cu124", "index .../whl/cu124", "PyPI default for torch 2.4"
     explicit: bool  # chosen explicitly (index, local version, wheel URL) rather than by PyPI's default
+
+
+def index_variant_tag(url: str) -> str | None:
+    """The torch variant (``cu126``, ``cpu``, ``rocm6.2``) a package index's path names, if any:
+    PyTorch's ``/whl/cu124``, Jetson AI Lab's ``/jp6/cu126/+simple/``, a mirror's ``/cu121/``.
+    A PyPI mirror (``/pypi/simple/``) names none; an unexpanded ``$VAR`` is not read."""
+    if "$" in url:
+        return None
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return None
+    match = _VARIANT_SEGMENT_RE.search(path + "/")
+    return match.group(1) if match else None
 
 
 def cu_to_version(tag: str) -> str:
@@ -107,6 +124,18 @@ def torch_variant(
                 if fallback is not None:
                     return fallback
                 return Variant("cuda", cu_to_version(tag), f"index {url}", True)
+            return Variant("rocm", None, f"index {url}", True)
+    for url in (
+        install.index_urls + install.extra_index_urls + install.find_links + _env_indexes(install, env)
+    ):
+        # another index whose path names the variant (Jetson AI Lab's `/jp6/cu126/+simple/`, a mirror's
+        # `/pytorch-wheels/cu121/`): its torch is that build; a PyPI mirror (`/pypi/simple/`) names none
+        tag = index_variant_tag(url)
+        if tag == "cpu":
+            return Variant("cpu", None, f"index {url}", True)
+        if tag and tag.startswith("cu"):
+            return Variant("cuda", cu_to_version(tag), f"index {url}", True)
+        if tag:
             return Variant("rocm", None, f"index {url}", True)
     for url in install.index_urls:
         # `-i ${WHEELS_URL}/cu128`: an index gpulint cannot see replaces PyPI; a cuXYZ/cpu last

@@ -14,7 +14,14 @@ from gpulint.context import LintContext
 from gpulint.cudabuild import package_of_repo, repo_package
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
-from gpulint.frameworks import Variant, missing_from_index, series_info, torch_series, torch_variant
+from gpulint.frameworks import (
+    Variant,
+    index_variant_tag,
+    missing_from_index,
+    series_info,
+    torch_series,
+    torch_variant,
+)
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
@@ -1015,10 +1022,10 @@ def _explicit_from_env(item: Located) -> str | None:
             continue
         for url in value.split():
             url = url.split("=", 1)[-1]
-            if _WHL_VARIANT_RE.search(url.rstrip("/") + "/"):
+            if _WHL_VARIANT_RE.search(url.rstrip("/") + "/") or index_variant_tag(url):
                 return f"{name}={url}"
     for url in item.file_index_urls:
-        if _WHL_VARIANT_RE.search(url.rstrip("/") + "/"):
+        if _WHL_VARIANT_RE.search(url.rstrip("/") + "/") or index_variant_tag(url):
             return f"index {url} in a requirements file"
     return None
 

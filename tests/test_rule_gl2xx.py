@@ -456,10 +456,27 @@ def test_gl204_names_pypi_default() -> None:
         "ENV PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cu121\nRUN pip install torch==2.4.1",
         "ENV UV_TORCH_BACKEND=cu126\nRUN uv pip install --system torch==2.7.1",
         "RUN PIP_INDEX_URL=https://download.pytorch.org/whl/cpu pip install torch==2.5.1",
+        # another index whose path names the variant: its torch is that build, PyPI's never applies
+        "ARG INDEX=https://pypi.jetson-ai-lab.io/jp6/cu126/+simple/\nRUN pip install torch==2.5.1 --index-url ${INDEX}",
+        "RUN pip install -i https://mirror.example.org/pytorch-wheels/cu121/ torch==2.4.1",
+        "ENV PIP_INDEX_URL=https://pypi.jetson-ai-lab.io/jp6/cu126\nRUN pip install torch==2.5.1",
     ],
 )
 def test_gl204_explicit_variants(line: str) -> None:
     assert run(PY + line + "\n", "GL204") == []
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        "https://mirrors.aliyun.com/pypi/simple/",
+        "https://pypi.tuna.tsinghua.edu.cn/simple",
+        "https://cu124.example.org/simple/",  # a host name is no path segment
+    ],
+)
+def test_gl204_a_pypi_mirror_keeps_pypis_default(index: str) -> None:
+    found = run(PY + f"RUN pip install --index-url {index} torch==2.5.1\n", "GL204")
+    assert lines(found) == [2]
 
 
 def test_gl204_index_in_an_included_requirements_file(tmp_path: Path) -> None:
