@@ -1040,7 +1040,8 @@ class ImplicitCudaVariant(Rule):
     what = """
         Finds `torch==X.Y.Z` without an explicit variant and says which CUDA
         PyPI's default build of that release uses. Explicit: a `/whl/cuXYZ` or
-        `/whl/cpu` index (`--index-url`, `--extra-index-url`, `-f`, in the
+        `/whl/cpu` index, or any index with a `cuXYZ`/`cpu` path segment (Jetson
+        AI Lab's `/jp6/cu126/`; `--index-url`, `--extra-index-url`, `-f`, in the
         requirements file itself, or through `PIP_INDEX_URL`/`PIP_EXTRA_INDEX_URL`/
         `UV_INDEX_URL`...), a `+cuXYZ`/`+cpu` local version, `%2Bcu124` in a direct
         wheel URL, uv's `--torch-backend`/`UV_TORCH_BACKEND`.
