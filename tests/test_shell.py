@@ -217,6 +217,36 @@ def test_assignments_in_branches_leave_the_variable_unknown() -> None:
     assert [w.value for w in pip.argv] == ["pip", "install", "$pkgs", "torch==1"]
 
 
+def test_alternative_assignments_leave_the_variable_unknown() -> None:
+    # `TEST && V=a || V=b`: which side assigns depends on the test
+    cmds = commands("RUN [ -f /opt/flag ] && V=torch==2.4.1 || V=torch; pip install $V\n")
+    [pip] = [c for c in cmds if c.name == "pip"]
+    assert argv(pip) == ["pip", "install", "$V"]
+
+
+@pytest.mark.parametrize(
+    ("test", "value"),
+    [
+        ("[ ${#P} -gt 0 ]", "torch==2.6.0.*"),
+        ("[ ${#E} -gt 0 ]", "torch"),
+        ('[ -n "$P" ]', "torch==2.6.0.*"),
+        ('[ -z "$P" ]', "torch"),
+        ('[ "$P" = 2.6.0 ]', "torch==2.6.0.*"),
+        ('[ "$P" != 2.6.0 ]', "torch"),
+        ('[ -n "$UNSET" ]', "$V"),  # no value known: either side
+        ("[ -f /opt/flag ]", "$V"),
+    ],
+)
+def test_a_test_over_known_values_decides_the_side(engine: str, test: str, value: str) -> None:
+    # transformers' images: [ ${#PYTORCH} -gt 0 ] && VERSION='torch=='$PYTORCH'.*' || VERSION='torch'
+    cmds = commands(
+        f"ARG P=2.6.0\nARG E=''\nRUN {test} && V='torch=='$P'.*' || V='torch'; pip install -U $V && echo $P\n"
+    )
+    [pip] = [c for c in cmds if c.name == "pip"]
+    expected = value if engine == "tree-sitter" else "$V"  # the fallback does not evaluate tests
+    assert argv(pip) == ["pip", "install", "-U", expected]
+
+
 # -- sh -c -----------------------------------------------------------------------
 
 
