@@ -337,11 +337,14 @@ class PipCacheKept(Rule):
                     edit = _insert_after_word(ctx, verb, flag) if verb is not None else None
                     fix = make_fix(f"add {flag}", FixSafety.SAFE, edit) if edit else None
                     where = "~/.cache/uv" if is_uv else "~/.cache/pip"
+                    configured = None if is_uv or cache_dir else _configured_cache_dir(ctx, stage, instr)
+                    if configured:
+                        where = configured if configured.startswith(("/", "~")) else f"./{configured}"
                     yield self.finding(
                         ctx,
                         f"`{label}` keeps its download cache ({where}) in the image ({_WEIGHT_TEXT[weight]}); "
                         f"add {flag}, set {'UV_NO_CACHE=1' if is_uv else 'PIP_NO_CACHE_DIR=1'}, "
-                        "or use RUN --mount=type=cache",
+                        "or use RUN --mount=type=cache" + _cache_dir_hint(configured),
                         line=cmd.line,
                         column=cmd.argv[0].column,
                         fix=fix,
@@ -465,20 +468,48 @@ def _first_pip_config_no_cache(ctx: LintContext, stage: Stage) -> Instruction | 
         if item.keyword != "RUN":
             continue
         for cmd in ctx.commands(item):
-            values = cmd.arg_values
-            if re.match(r"^python[\d.]*$", cmd.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
-                values = values[2:]
-            elif not re.match(r"^pip\d?(\.\d+)?$", cmd.name):
-                continue
-            words = [v for v in values if not v.startswith("-")]
-            if (
-                len(words) >= 4
-                and words[:2] == ["config", "set"]
-                and words[2].split(".", 1)[-1] == "no-cache-dir"
-                and words[3].lower() in _BOOL_WORDS
-            ):
+            words = _pip_config_set(cmd)
+            if words and words[0].split(".", 1)[-1] == "no-cache-dir" and words[1].lower() in _BOOL_WORDS:
                 return item
     return None
+
+
+def _pip_config_set(cmd: Command) -> list[str] | None:
+    """``[key, value]`` of ``pip config set key value`` (also ``python -m pip``); None otherwise."""
+    values = cmd.arg_values
+    if re.match(r"^python[\d.]*$", cmd.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
+        values = values[2:]
+    elif not re.match(r"^pip\d?(\.\d+)?$", cmd.name):
+        return None
+    words = [v for v in values if not v.startswith("-")]
+    if len(words) >= 4 and words[:2] == ["config", "set"]:
+        return words[2:4]
+    return None
+
+
+def _configured_cache_dir(ctx: LintContext, stage: Stage, instr: Instruction) -> str | None:
+    """The value of the last ``pip config set <section>.cache-dir X`` before ``instr`` in the image."""
+    found: str | None = None
+    for item in stage.all_instructions():
+        if item is instr:
+            return found
+        if item.keyword != "RUN":
+            continue
+        for cmd in ctx.commands(item):
+            words = _pip_config_set(cmd)
+            if words and words[0].split(".", 1)[-1] == "cache-dir":
+                found = words[1]
+    return None
+
+
+def _cache_dir_hint(configured: str | None) -> str:
+    """`pip config set global.cache-dir false` is a path, not a switch: say so where it was meant as one."""
+    if configured is None or configured.lower() not in _BOOL_WORDS:
+        return ""
+    return (
+        f"; `pip config set ...cache-dir {configured}` does not turn the cache off: pip reads the value as a "
+        "path (global.no-cache-dir is the switch)"
+    )
 
 
 def _cache_dirs(instr: Instruction, cmd: Command, is_uv: bool, cache_dir: str | None) -> set[str]:

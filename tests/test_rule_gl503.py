@@ -198,3 +198,23 @@ def test_nothing_downloaded_or_the_cache_is_the_install(run_line: str) -> None:
 
 def test_an_editable_install_with_dependencies_keeps_them() -> None:
     assert len(gl503(dockerfile(FROM, "RUN pip install -e ."))) == 1
+
+
+@pytest.mark.parametrize("value", ["false", "0", "off"])
+def test_a_boolean_cache_dir_is_a_path_not_a_switch(value: str) -> None:
+    # pip's --cache-dir takes a path: `pip config set global.cache-dir false` moves the cache to ./false
+    text = dockerfile(FROM, f"RUN pip config set global.cache-dir {value}", "RUN pip install torch==2.4.1")
+    f = only(gl503(text))
+    assert f.message.startswith(f"`pip install` keeps its download cache (./{value}) in the image")
+    assert f"`pip config set ...cache-dir {value}` does not turn the cache off" in f.message
+
+
+def test_a_configured_cache_dir_is_named() -> None:
+    text = dockerfile(
+        FROM, "RUN pip config set global.cache-dir /opt/pip-cache", "RUN pip install torch==2.4.1"
+    )
+    f = only(gl503(text))
+    assert "(/opt/pip-cache)" in f.message and "does not turn the cache off" not in f.message
+    # the switch itself still turns it off, and a config set after the install does not reach it
+    text = dockerfile(FROM, "RUN pip install torch==2.4.1 && pip config set global.cache-dir false")
+    assert "(~/.cache/pip)" in only(gl503(text)).message
