@@ -489,17 +489,22 @@ def _pip_config_set(cmd: Command) -> list[str] | None:
 
 def _configured_cache_dir(ctx: LintContext, stage: Stage, instr: Instruction) -> str | None:
     """The value of the last ``pip config set <section>.cache-dir X`` before ``instr`` in the image."""
-    found: str | None = None
-    for item in stage.all_instructions():
-        if item is instr:
-            return found
-        if item.keyword != "RUN":
-            continue
-        for cmd in ctx.commands(item):
-            words = _pip_config_set(cmd)
-            if words and words[0].split(".", 1)[-1] == "cache-dir":
-                found = words[1]
-    return None
+    # memo per stage: what each instruction sees, from one pass over the chain (linear)
+    key = f"pip-config-cache-dir:{id(stage)}"
+    if key not in ctx.cache:
+        seen: dict[int, str | None] = {}
+        found: str | None = None
+        for item in stage.all_instructions():
+            seen[id(item)] = found
+            if item.keyword != "RUN":
+                continue
+            for cmd in ctx.commands(item):
+                words = _pip_config_set(cmd)
+                if words and words[0].split(".", 1)[-1] == "cache-dir":
+                    found = words[1]
+        ctx.cache[key] = seen
+    value: str | None = ctx.cache[key].get(id(instr))
+    return value
 
 
 def _cache_dir_hint(configured: str | None) -> str:
