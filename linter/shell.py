@@ -348,19 +348,9 @@ def _walk(
                 if sub.is_named and sub.type not in _HEREDOC_PARTS:
                     _walk(sub, data, pos, scope, out)
         return
-    _walk_items(node.children, data, pos, scope, out)
-
-
-def _walk_items(
-    items: list[Any],
-    data: bytes,
-    pos: Callable[[int, int], tuple[int, int]],
-    scope: dict[str, str | None],
-    out: list[Command],
-) -> None:
     # lists and pipelines nest one level per `&&`/`|` (`a && b && c` is list(list(a, b), c)):
     # walk them with a stack, not recursion, so that a thousand `&&` stay far from the limit
-    stack = [(child, False) for child in reversed(items)]
+    stack = [(child, False) for child in reversed(node.children)]
     while stack:
         child, conditional = stack.pop()
         if child.type in ("command", "redirected_statement"):

@@ -12,7 +12,6 @@ from gpulint.context import LintContext
 from gpulint.dockerfile import Stage
 from gpulint.finding import Finding, Severity
 from gpulint.installers import Install, PackageSpec
-from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
 from gpulint.shell import Command, environment_value
 
@@ -24,9 +23,6 @@ _REPLACING_FLAGS = ("-U", "--upgrade", "--force-reinstall", "-I", "--ignore-inst
 _ENVIRONMENT_OPTIONS = ("--target", "-t", "--prefix", "--root", "--python", "-p", "--system")
 # conda packages whose versions have two parts, so `=X.Y` is exact
 _TWO_PART_VERSIONS = frozenset({"pytorch-cuda", "cudatoolkit", "cuda-version"})
-
-# `==2.6.0.*`: major, minor and micro fixed, only post releases and local variants (+cu124) vary
-_RELEASE_WILDCARD_RE = lazy_re(r"^==\s*\d+(?:\.\d+){2,}\.\*$")
 
 
 def framework_names() -> tuple[set[str], tuple[str, ...], set[str]]:
@@ -73,8 +69,7 @@ class UnpinnedFramework(Rule):
         redirect into a file named `=2.0`, and the constraint is lost (`torch<3`
         reads from a file named `3`, and the RUN fails).
 
-        Not reported: `==`/`===` pins, a wildcard that fixes the whole release
-        (`torch==2.6.0.*`: only its local CUDA variants and post releases differ), conda `pkg=1.2.3`/`pkg==1.2.3`, `@ <url>` to a
+        Not reported: `==`/`===` pins, conda `pkg=1.2.3`/`pkg==1.2.3`, `@ <url>` to a
         versioned wheel, a package pinned by a constraints file (`-c`,
         `PIP_CONSTRAINT`, uv `--override`), an install with a constraints file
         gpulint cannot read (a URL, a file a RUN wrote, one outside the build
@@ -173,7 +168,7 @@ class UnpinnedFramework(Rule):
         if lost:
             return self._report(ctx, spec, lost_constraint_message(spec, lost, tool, name))
         env = _environment(ctx, cmd, install)
-        if spec.pinned or name in sources.constraint_pins or _RELEASE_WILDCARD_RE.match(spec.specifier or ""):
+        if spec.pinned or name in sources.constraint_pins:
             pinned.add((env, name))
             return None
         if sources.unread_constraints:
