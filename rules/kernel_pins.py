@@ -604,12 +604,19 @@ def _checkout_ref(cmd: Command, cwd: str, directory: str) -> str | None:
         if i + 1 < len(values):
             where = posixpath.normpath(posixpath.join(cwd, values[i + 1]))
             rest = values[:i] + values[i + 2 :]
+    if "--" in rest:
+        rest = rest[: rest.index("--")]  # what follows `--` are paths (`git checkout -- file`), not a ref
     args = [v for v in rest if not v.startswith("-")]
     if not args or args[0] not in ("checkout", "reset", "switch") or len(args) < 2:
         return None
     if not _inside(where, directory):
         return None
-    return args[-1]
+    ref = args[-1]
+    if ref == "." or ref.startswith(("./", "/")):
+        return None  # `git checkout .` discards local edits: the work tree stays where it was
+    if len(args) == 2 and any(v in ("-b", "-B", "-c", "-C", "--orphan") for v in rest):
+        return None  # `git checkout -b name` names a new branch at the current commit
+    return ref
 
 
 def _builds(cmd: Command, cwd: str, directory: str) -> bool:
