@@ -233,14 +233,27 @@ class _Settings:
     context_dir: str | None
     unsafe: bool
     digest_lookup: DigestLookup | None
+    # the findings of the texts linted last: a lint is deterministic, so the whole-file check
+    # need not lint again the text the last pass already linted (a full lint of a long file is costly)
+    linted: dict[str, list[Finding]] = field(default_factory=dict)
+
+
+_LINTED_KEPT = 4  # bounds the memory: each kept text is at most the input limit
 
 
 def _lint(text: str, settings: _Settings) -> list[Finding]:
     from .engine import lint
 
-    return lint(
+    known = settings.linted.get(text)
+    if known is not None:
+        return known
+    findings = lint(
         settings.path, text, settings.config, settings.build_args, settings.target, settings.context_dir
     ).findings
+    if len(settings.linted) >= _LINTED_KEPT:
+        settings.linted.pop(next(iter(settings.linted)))
+    settings.linted[text] = findings
+    return findings
 
 
 def _parse_problems(text: str, settings: _Settings) -> int | None:

@@ -68,12 +68,17 @@ _INDEX_ENV = (
 
 def _env_indexes(install: Install, env: Mapping[str, str | None] | None) -> list[str]:
     """Index URLs set through the environment (``ENV PIP_INDEX_URL=...`` or ``PIP_INDEX_URL=... pip``)."""
-    merged: dict[str, str | None] = dict(env or {})
-    merged.update(install.command.exported)
-    merged.update(install.command.assignments)
+    # the last of these that sets a name wins; looked up per name, not merged: ``env`` holds every
+    # ARG/ENV of the stage, and copying it per install made a long Dockerfile quadratic
+    layers: list[Mapping[str, str | None]] = [
+        install.command.assignments,
+        install.command.exported,
+        env or {},
+    ]
     urls: list[str] = []
     for name in _INDEX_ENV:
-        urls.extend((merged.get(name) or "").split())
+        value = next((layer[name] for layer in layers if name in layer), None)
+        urls.extend((value or "").split())
     return urls
 
 

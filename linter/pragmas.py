@@ -66,8 +66,8 @@ def trailing_comments(instr: Instruction) -> list[tuple[int, str]]:
     quotes. Quotes carry over continuation lines, as Docker joins them before the shell runs.
     Exec-form instructions have none.
     """
-    if instr.exec_form is not None:
-        return []
+    if instr.exec_form is not None or not any("#" in text for _, text in instr.arg_lines):
+        return []  # no '#' at all, no comment: the scan below is skipped for most instructions
     out: list[tuple[int, str]] = []
     quote = ""
     for line, text in instr.arg_lines:
