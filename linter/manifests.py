@@ -1030,6 +1030,7 @@ class Container:
     node: Node  # the container's mapping
     workload: str  # "Deployment/vllm"
     init: bool = False
+    pod: Node | None = None  # the pod spec that holds it (its volumes)
 
     @property
     def image(self) -> Node | None:
@@ -1082,7 +1083,7 @@ def _spec_containers(spec: Node, workload: str) -> list[Container]:
         for item in section.seq if section is not None else []:
             if item.is_map:
                 cname = item.get("name")
-                out.append(Container(cname.text() or "?" if cname else "?", item, workload, init))
+                out.append(Container(cname.text() or "?" if cname else "?", item, workload, init, spec))
     return out
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import posixpath
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -485,14 +486,16 @@ class WeightsNotOnVolume(ManifestRule):
     slug = "weights-not-on-volume"
     severity = Severity.WARNING
     fix_safety = FixSafety.SUGGEST
-    kinds = frozenset({"compose"})
+    kinds = frozenset({"compose", "kubernetes"})
     summary = "A model server's weights cache is not on a volume or bind mount"
     what = """
-        Finds compose services running a model server that downloads weights at
-        start-up - vLLM, text-generation-inference, text-embeddings-inference,
-        SGLang, Ollama, NVIDIA NIM (by image, or by the image a `build:` starts
-        FROM) - where no volume or bind mount covers the directory the weights go
-        to: the server's default cache (`/root/.cache/huggingface`, `/data`,
+        Finds compose services and Kubernetes containers running a model server
+        that downloads weights at start-up - vLLM, text-generation-inference,
+        text-embeddings-inference, SGLang, Ollama, NVIDIA NIM, LMDeploy,
+        Aphrodite, Tabby, Xinference (by image, or by the image a `build:` starts
+        FROM) - where no volume or bind mount (in Kubernetes: a volumeMount of a
+        persistentVolumeClaim, hostPath, emptyDir or other writable volume, not a
+        ConfigMap or Secret) covers the directory the weights go to: the server's default cache (`/root/.cache/huggingface`, `/data`,
         `/root/.ollama`, `/opt/nim/.cache`), or the one `HF_HOME`/`HF_HUB_CACHE`/
         `OLLAMA_MODELS`/`NIM_CACHE_PATH` or `--download-dir` moves it to. A mount of
         the directory, a parent or a child of it counts, and so does a `VOLUME` in
@@ -532,38 +535,87 @@ class WeightsNotOnVolume(ManifestRule):
             server = _server_for(image.ref)
             if server is None:
                 continue
-            name, entry = server
             env: dict[str, str | None] = {}
             if service.build is not None:
                 env.update(service.build.env)
             env.update(service.environment())
-            words = service.command()
-            model = _flag(words, entry.get("model_flags", []))
-            after = entry.get("model_after")
-            if model is None and after in words and words.index(after) + 1 < len(words):
-                model = words[words.index(after) + 1]
-            for var in entry.get("model_env", []):
-                model = model or env.get(var)
-            if model and model.startswith("/"):
-                continue  # local weights: nothing is downloaded
-            caches: list[str] = list(entry["cache"])
-            moved = _flag(words, entry.get("cache_flags", []))
-            if moved is None:
-                moved = next((env[v] for v in entry.get("cache_env", []) if env.get(v)), None)
-            if moved is not None:
-                if not moved.startswith("/"):
-                    continue  # relative or unresolved: gpulint cannot tell where it is
-                caches = [moved]
-            targets = mount_targets(service)
-            if any(covered(path, targets) for path in caches):
+            path = _uncovered_cache(server[1], env, service.command(), mount_targets(service))
+            if path is not None:
+                yield self.at(
+                    service.key,
+                    f"service '{service.name}' runs {server[0]} ({image.ref}), which downloads model weights to "
+                    f"{path}, but no volume or bind mount covers {path}: every new container downloads the model "
+                    "again",
+                    help=f'mount a volume there, e.g. volumes: ["model-cache:{path}"]',
+                )
+        for container in ctx.containers:
+            ref = _image_ref(container.image)
+            server = _server_for(ref) if ref is not None else None
+            if server is None or container.init:
                 continue
-            path = caches[0]
-            yield self.at(
-                service.key,
-                f"service '{service.name}' runs {name} ({image.ref}), which downloads model weights to {path}, "
-                f"but no volume or bind mount covers {path}: every new container downloads the model again",
-                help=f'mount a volume there, e.g. volumes: ["model-cache:{path}"]',
-            )
+            words = [
+                item.text() or ""
+                for key in ("command", "args")
+                for item in (container.node.get(key).seq if container.node.get(key) is not None else [])  # type: ignore[union-attr]
+            ]
+            path = _uncovered_cache(server[1], container.environment(), words, _k8s_mount_targets(container))
+            if path is not None:
+                yield self.at(
+                    container.node,
+                    f"container '{container.name}' of {container.workload} runs {server[0]} ({ref}), which "
+                    f"downloads model weights to {path}, but no persistentVolumeClaim, hostPath or emptyDir is "
+                    f"mounted there: every restart or reschedule of the pod downloads the model again",
+                    help=f"mount a volume at {path} (volumeMounts + a persistentVolumeClaim)",
+                )
+
+
+def _uncovered_cache(
+    entry: dict[str, Any], env: dict[str, str | None], words: list[str], targets: list[str]
+) -> str | None:
+    """The cache directory a model server downloads into when no mount covers it; None when covered,
+    when the model is a local path, or when the cache is moved somewhere gpulint cannot resolve."""
+    model = _flag(words, entry.get("model_flags", []))
+    after = entry.get("model_after")
+    if model is None and after in words and words.index(after) + 1 < len(words):
+        model = words[words.index(after) + 1]
+    for var in entry.get("model_env", []):
+        model = model or env.get(var)
+    if model and model.startswith("/"):
+        return None  # local weights: nothing is downloaded
+    caches: list[str] = list(entry["cache"])
+    moved = _flag(words, entry.get("cache_flags", []))
+    if moved is None:
+        moved = next((env[v] for v in entry.get("cache_env", []) if env.get(v)), None)
+    if moved is not None:
+        if not moved.startswith("/") or "$" in moved:
+            return None  # relative or unresolved: gpulint cannot tell where it is
+        caches = [moved]
+    if any(covered(path, targets) for path in caches):
+        return None
+    return caches[0]
+
+
+# pod volumes that hold nothing a container writes back: their mounts are no model cache
+_READ_ONLY_VOLUMES = frozenset({"configMap", "secret", "downwardAPI", "projected", "image", "gitRepo"})
+
+
+def _k8s_mount_targets(container: Container) -> list[str]:
+    """Paths of a container's volumeMounts whose pod volume keeps files (PVC, hostPath, emptyDir, NFS...)."""
+    kinds: dict[str, set[str]] = {}
+    volumes = container.pod.get("volumes") if container.pod is not None else None
+    for volume in volumes.seq if volumes is not None else []:
+        name = volume.text_at("name") if volume.is_map else None
+        if name:
+            kinds[name] = {key for key, _, _ in volume.items() if key != "name"}
+    out: list[str] = []
+    mounts = container.node.get("volumeMounts")
+    for mount in mounts.seq if mounts is not None else []:
+        path = mount.text_at("mountPath") if mount.is_map else None
+        name = mount.text_at("name") if mount.is_map else None
+        if not path or (name in kinds and kinds[name] and kinds[name] <= _READ_ONLY_VOLUMES):
+            continue
+        out.append(posixpath.normpath(path))
+    return out
 
 
 # -- GL705 ---------------------------------------------------------------------------------
