@@ -157,6 +157,34 @@ def _conda_installs(cmd: Command) -> bool:
     return words[0] in ("install", "create", "update", "upgrade")
 
 
+# `conda create` options that take a value (the value is no package name)
+_CONDA_CREATE_VALUE_OPTIONS = frozenset(
+    {"-n", "--name", "-p", "--prefix", "-c", "--channel", "--clone", "--solver", "--platform", "--subdir"}
+)
+
+
+def _empty_create(cmd: Command) -> bool:
+    """`conda create -n env` with no package, spec file or clone: an empty environment, nothing downloaded."""
+    values = cmd.arg_values
+    words = [v for v in values if not v.startswith("-")]
+    if not words or words[0] != "create":
+        return False
+    packages = []
+    skip = False
+    for value in values[values.index("create") + 1 :]:
+        if skip:
+            skip = False
+            continue
+        if value.startswith(("--file", "--clone")):
+            return False  # a spec file names packages; a clone copies another environment's
+        if value in _CONDA_CREATE_VALUE_OPTIONS:
+            skip = True
+            continue
+        if not value.startswith("-"):
+            packages.append(value)
+    return not packages
+
+
 def _conda_pkgs_mounted(instr: Instruction, cmd: Command) -> bool:
     mounts = cache_mount_targets(instr)
     if not mounts:
@@ -206,7 +234,7 @@ class CondaCacheKept(Rule):
         for stage in ctx.shipped_stages():
             for instr in stage.instructions:
                 commands = ctx.commands(instr)
-                installs = [i for i, c in enumerate(commands) if _conda_installs(c)]
+                installs = [i for i, c in enumerate(commands) if _conda_installs(c) and not _empty_create(c)]
                 if not installs:
                     continue
                 last = installs[-1]

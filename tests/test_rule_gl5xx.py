@@ -125,6 +125,10 @@ def test_gl504_message_and_fix() -> None:
         "RUN conda env create -f /env.yml",
         "RUN micromamba create -y -n app python=3.11",
         "RUN --mount=type=cache,target=/root/.cache/pip conda install -y numpy=1.26.4",
+        # the look-alikes of an empty create: a spec file and a clone bring packages
+        "RUN conda create -y -n app --file /spec.txt",
+        "RUN conda create -y -n app --clone base",
+        "RUN conda create -n app -c conda-forge python",
     ],
 )
 def test_gl504_fires(line: str) -> None:
@@ -146,6 +150,9 @@ def test_gl504_clean_in_a_later_run_is_too_late() -> None:
         "RUN --mount=type=cache,target=/opt/conda/pkgs conda install -y numpy=1.26.4",
         "RUN --mount=type=cache,target=/cache CONDA_PKGS_DIRS=/cache conda install -y numpy=1.26.4",
         "RUN conda list",
+        # an empty environment: nothing is downloaded, there is no pkgs cache to clean
+        "RUN conda create --name app && echo created",
+        "RUN conda create -y -p /opt/env -c conda-forge",
     ],
 )
 def test_gl504_silent(line: str) -> None:
