@@ -41,6 +41,8 @@ class ExportOnlyRun(Rule):
         RUN export PATH=/usr/local/cuda-12.4/bin:$PATH
     """
     instead = """
+        Set it with ENV, which is kept in the image for every later step:
+
         ENV PATH=/usr/local/cuda-12.4/bin:$PATH
     """
 
