@@ -566,7 +566,10 @@ class CudaVersionMismatch(Rule):
         build of that release (`torch==2.6.0` with cu121: pip takes PyPI's CUDA 12.4
         build); xformers from a `/whl/cuXYZ` index, and the torch that xformers, vllm
         or sglang pull from one; conda's `pytorch-cuda=`, `cudatoolkit=` and
-        `cuda-version=` pins. A different major version is a warning - before CUDA 11
+        `cuda-version=` pins; and the cuDNN major that packages loading the
+        system's cuDNN need against a cuDNN image's (ctranslate2 4.5+, which an
+        unpinned faster-whisper brings, needs cuDNN 9; 4.0-4.4 cuDNN 8), unless
+        pip brings a cuDNN of its own (torch, nvidia-cudnn-*). A different major version is a warning - before CUDA 11
         a different X.Y too (each X.Y was its own ABI) - and an error in a stage that
         compiles CUDA extensions against torch (torch refuses to build them); there a
         different minor version is a warning (torch warns) - an error when apex is
@@ -669,6 +672,72 @@ class CudaVersionMismatch(Rule):
                         if compiles and (major_differs or strict)
                         else Severity.WARNING,
                     )
+
+            yield from self._cudnn_majors(ctx, stage, info)
+
+    def _cudnn_majors(self, ctx: LintContext, stage: Stage, info: BaseInfo) -> Iterator[Finding]:
+        """Packages that load a cuDNN major from the system (ctranslate2 4.5+: cuDNN 9) on an image of
+        another cuDNN major. Not judged where pip brings a cuDNN of its own (torch, nvidia-cudnn-*)."""
+        if info.family != "nvidia-cuda" or not info.cudnn:
+            return
+        image_major = info.cudnn.removeprefix("cudnn") or "9"
+        table: dict[str, dict[str, list]] = data.load("kernels")["cudnn_major"]  # type: ignore[type-arg]
+        installs = [
+            (i, s) for st in reversed(stage.chain()) for _, _, i in ctx.stage_installs(st) for s in i.packages
+        ]
+        if any(
+            i.manager == "pip"
+            and (s.name == "torch" or (s.name or "").startswith("nvidia-cudnn"))
+            or (i.manager in ("apt", "yum") and (s.name or "").startswith(("libcudnn", "cudnn")))
+            for i, s in installs
+        ):
+            return
+        for install, spec in installs:
+            if install.manager != "pip":
+                continue
+            for package, row in table.items():
+                if spec.name == package:
+                    version = spec.version
+                    if version is None and (spec.specifier or spec.kind != "requirement"):
+                        continue
+                elif (
+                    spec.name in row.get("via", [])
+                    and not spec.version
+                    and not spec.specifier
+                    and not any(s.name == package for _, s in installs)
+                ):
+                    version = None  # the newest release of the package, unless the file names one
+                else:
+                    continue
+                major = _cudnn_for(row["ranges"], version)
+                if major is None or major == image_major:
+                    continue
+                what = f"{package} {version}" if version else f"the newest {package} (unpinned {spec.name})"
+                yield self.finding(
+                    ctx,
+                    f"`{spec.raw}` brings {what}, which loads cuDNN {major} from the system, but "
+                    f"{stage.root.base.text} ships cuDNN {image_major}: its first GPU call fails to load the "
+                    f"libcudnn*.so.{major} libraries; use a cuDNN {major} image or pin "
+                    f"the {package} release built for cuDNN {image_major}",
+                    line=spec.word.line,
+                    column=spec.word.column,
+                )
+
+
+def _cudnn_for(ranges: list, version: str | None) -> str | None:  # type: ignore[type-arg]
+    """The cuDNN major of ``version`` (None: the newest release) in a [from, below, major] table."""
+    from packaging.version import InvalidVersion, Version
+
+    if version is None:
+        return str(ranges[-1][2]) if ranges[-1][1] is None else None
+    try:
+        v = Version(version.split("+")[0])
+    except InvalidVersion:
+        return None
+    for low, high, major in ranges:
+        if v >= Version(str(low)) and (high is None or v < Version(str(high))):
+            return str(major)
+    return None
 
 
 # conda packages whose version is the CUDA release of the environment they build: pytorch's
