@@ -686,8 +686,7 @@ class CudaVersionMismatch(Rule):
             (i, s) for st in reversed(stage.chain()) for _, _, i in ctx.stage_installs(st) for s in i.packages
         ]
         if any(
-            i.manager == "pip"
-            and (s.name == "torch" or (s.name or "").startswith("nvidia-cudnn"))
+            (i.manager == "pip" and (s.name == "torch" or (s.name or "").startswith("nvidia-cudnn")))
             or (i.manager in ("apt", "yum") and (s.name or "").startswith(("libcudnn", "cudnn")))
             for i, s in installs
         ):
