@@ -581,7 +581,7 @@ def _installs_only(cmd: Command) -> bool:
     build (make, cmake, ninja, `setup.py build_ext`/`bdist_wheel`, `pip wheel`)."""
     values = cmd.arg_values
     if re.match(r"^python[\d.]*$", cmd.name):
-        if values and values[0].endswith("setup.py"):
+        if values and _SETUP_SCRIPT_RE.search(values[0]):
             return any(v in ("install", "develop") for v in values[1:])
         values = values[2:] if values[:2] == ["-m", "pip"] else []
     elif cmd.name == "uv" and values[:1] == ["pip"]:
@@ -619,6 +619,10 @@ def _checkout_ref(cmd: Command, cwd: str, directory: str) -> str | None:
     return ref
 
 
+_SETUP_SCRIPT_RE = re.compile(r"(^|/)setup[\w-]*\.py$")  # setup.py, setup_cuda.py
+_INSTALL_SCRIPT_RE = re.compile(r"(install|build|setup)[\w-]*\.sh$")
+
+
 def _builds(cmd: Command, cwd: str, directory: str) -> bool:
     """Does ``cmd`` build the checkout at ``directory`` (run inside it, or naming it)?"""
     values = cmd.arg_values
@@ -633,8 +637,12 @@ def _builds(cmd: Command, cwd: str, directory: str) -> bool:
         return inside or names_it
     if cmd.name.endswith(".sh") and ("build" in cmd.name or "install" in cmd.name):
         return inside or names_it
+    if cmd.name in ("bash", "sh") and values and _INSTALL_SCRIPT_RE.search(values[0]):
+        # the clone's own install script: `bash install.sh` inside it, `sh /src/x/build.sh`
+        script = posixpath.normpath(posixpath.join(cwd, values[0]))
+        return _inside(script, directory)
     if re.match(r"^python[\d.]*$", cmd.name):
-        if values and values[0].endswith("setup.py"):
+        if values and _SETUP_SCRIPT_RE.search(values[0]):
             return inside or names_it
         if values[:2] == ["-m", "pip"] or values[:2] == ["-m", "build"]:
             return _pip_builds(values[2:], cwd, directory, inside)
@@ -656,12 +664,22 @@ def _pip_builds(values: list[str], cwd: str, directory: str, inside: bool) -> bo
         return values[:1] == ["build"] and inside
     skip = False
     editable = False
+    requirement = False
     for value in values[1:]:
         if skip:
             skip = False
             continue
         if value in ("-e", "--editable"):
             editable = True  # the next word is a local project directory (or a VCS URL)
+            continue
+        if requirement:
+            requirement = False
+            # `-r <clone>/requirements.txt`: the clone's dependency list, as the branch has it today
+            if "://" not in value and _inside(posixpath.normpath(posixpath.join(cwd, value)), directory):
+                return True
+            continue
+        if value in ("-r", "--requirement"):
+            requirement = True
             continue
         if value.startswith("-"):
             skip = value in PIP_VALUE_OPTIONS
