@@ -1031,6 +1031,7 @@ class Container:
     workload: str  # "Deployment/vllm"
     init: bool = False
     pod: Node | None = None  # the pod spec that holds it (its volumes)
+    annotations: dict[str, str] = field(default_factory=dict)  # the pod's (KAI's gpu-fraction...)
 
     @property
     def image(self) -> Node | None:
@@ -1069,21 +1070,36 @@ def _doc_containers(doc: Node, depth: int) -> list[Container]:
     if spec_path is None:
         # a custom resource (PyTorchJob, RayCluster, LeaderWorkerSet, Volcano Job, KServe...):
         # its pod specs are wherever a `containers` list of images is
-        return [c for spec in _custom_pod_specs(doc) for c in _spec_containers(spec, workload)]
+        return [
+            c
+            for spec, template in _custom_pod_specs(doc)
+            for c in _spec_containers(spec, workload, _annotations(template))
+        ]
     spec = doc.get(*spec_path)
     if spec is None or not spec.is_map:
         return []
-    return _spec_containers(spec, workload)
+    template = doc.get(*spec_path[:-1]) if len(spec_path) > 1 else doc
+    return _spec_containers(spec, workload, _annotations(template))
 
 
-def _spec_containers(spec: Node, workload: str) -> list[Container]:
+def _annotations(template: Node | None) -> dict[str, str]:
+    """The pod template's metadata.annotations, as text."""
+    node = template.get("metadata", "annotations") if template is not None and template.is_map else None
+    if node is None or not node.is_map:
+        return {}
+    return {key: value.text() or "" for key, _k, value in node.items() if value.is_scalar}
+
+
+def _spec_containers(spec: Node, workload: str, annotations: dict[str, str]) -> list[Container]:
     out: list[Container] = []
     for key, init in (("initContainers", True), ("containers", False)):
         section = spec.get(key)
         for item in section.seq if section is not None else []:
             if item.is_map:
                 cname = item.get("name")
-                out.append(Container(cname.text() or "?" if cname else "?", item, workload, init, spec))
+                out.append(
+                    Container(cname.text() or "?" if cname else "?", item, workload, init, spec, annotations)
+                )
     return out
 
 
@@ -1091,26 +1107,27 @@ _CUSTOM_SPEC_DEPTH = 12  # PyTorchJob: spec.pytorchReplicaSpecs.Worker.template.
 _CUSTOM_SPEC_NODES = 20_000  # nodes visited per document at most: the walk stays linear and bounded
 
 
-def _custom_pod_specs(doc: Node) -> list[Node]:
-    """Maps under ``spec`` that hold a ``containers`` list whose items name an ``image``."""
-    found: list[Node] = []
+def _custom_pod_specs(doc: Node) -> list[tuple[Node, Node | None]]:
+    """Maps under ``spec`` that hold a ``containers`` list whose items name an ``image``, each
+    with the map holding it (the pod template, whose metadata has the pod's annotations)."""
+    found: list[tuple[Node, Node | None]] = []
     root = doc.get("spec")
-    stack: list[tuple[Node, int]] = [(root, 0)] if root is not None else []
+    stack: list[tuple[Node, int, Node | None]] = [(root, 0, doc)] if root is not None else []
     visited = 0
     while stack and visited < _CUSTOM_SPEC_NODES:
-        node, depth = stack.pop()
+        node, depth, parent = stack.pop()
         visited += 1
         if node.is_map:
             containers = node.get("containers")
             if containers is not None and any(
                 i.is_map and i.get("image") is not None for i in containers.seq
             ):
-                found.append(node)
+                found.append((node, parent))
                 continue
             if depth < _CUSTOM_SPEC_DEPTH:
-                stack.extend((value, depth + 1) for _, _, value in reversed(list(node.items())))
+                stack.extend((value, depth + 1, node) for _, _, value in reversed(list(node.items())))
         elif node.is_seq and depth < _CUSTOM_SPEC_DEPTH:
-            stack.extend((item, depth + 1) for item in reversed(node.seq))
+            stack.extend((item, depth + 1, node) for item in reversed(node.seq))
     return found
 
 

@@ -731,6 +731,8 @@ class K8sGpuLimit(ManifestRule):
         claims = container.node.get("resources", "claims")
         if claims is not None and claims.is_seq and claims.seq:
             return  # dynamic resource allocation
+        if set(container.annotations) & set(_facts()["gpu_sharing_annotations"]):
+            return  # a GPU-sharing scheduler (KAI, Run:ai) gives it a fraction of a GPU
         ref = _image_ref(container.image)
         if ref is None or not is_gpu_image(ref) or _cpu_only(container.environment()):
             return

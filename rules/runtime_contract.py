@@ -72,7 +72,8 @@ _CONTAINER_ENGINES = frozenset(
         "cri-o",
     }
 )
-_ENGINE_BASES = lazy_re(r"^(docker\.io/library/docker:.*dind.*|docker\.io/kindest/node:.*)$")
+# Docker-in-Docker images (docker:dind, cruizba/ubuntu-dind, ...) and kind nodes run containers themselves.
+_ENGINE_BASES = lazy_re(r"^(.*[/:_-]dind([/:._-].*)?|docker\.io/kindest/node:.*)$")
 _PYTHON_RE = lazy_re(r"^(python|pypy)[\d.]*$|^ipython\d?$")
 _RUNNERS = frozenset({"conda", "mamba", "micromamba", "uv", "poetry", "pipenv", "pdm", "hatch", "rye"})
 _ARCH_FLAG_RE = lazy_re(
