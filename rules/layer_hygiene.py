@@ -525,7 +525,12 @@ class DeletedInLaterLayer(Rule):
         files into a directory adds only those names to it; a directory source
         may add anything under the destination. With a build context, the bytes
         the removed copy still holds are counted (and named); under 32 KiB
-        (scripts, configs, lock files) it is not reported.
+        (scripts, configs, lock files) it is not reported. Also `pip uninstall`,
+        `apt-get remove/purge` and `conda remove` of what an earlier layer
+        installed, or what a framework base image ships (pip packages of NGC,
+        PyTorch or other app images; NVIDIA's apt packages of a GPU base), and
+        `rm` of the big directories of NVIDIA's images (`/usr/local/cuda*`,
+        `/opt/hpcx`, `/usr/local/mpi`); not what the same `RUN` installed.
     """
     why = """
         Layers are additive: deleting in a later layer hides the files but the
@@ -552,6 +557,9 @@ class DeletedInLaterLayer(Rule):
                     created.extend(_run_creates(ctx, stage, instr))
                 elif instr.keyword in ("COPY", "ADD"):
                     created.extend(_copy_creates(ctx, stage, instr))
+        from gpulint.rules.kept_bytes import removed_from_lower_layers
+
+        yield from removed_from_lower_layers(self, ctx)
 
     def _removals(
         self, ctx: LintContext, stage: Stage, instr: Instruction, created: list[Created]
