@@ -544,7 +544,7 @@ def nvcc_probes(ctx: LintContext, stage: Stage) -> list[CompileSignal]:
             probe = (cmd.name == "nvcc" and bool(values) and values[0] in ("--version", "-V")) or (
                 cmd.name == "which" and "nvcc" in values
             )
-            if probe and _fails_the_build(instr.args, cmd.text):
+            if probe and fails_the_build(instr.args, cmd.text):
                 out.append(
                     CompileSignal(
                         cmd.line, f"probes for nvcc (`{cmd.text.strip()}`)", True, device_code=False
@@ -557,19 +557,33 @@ _REDIRECTS_RE = lazy_re(r"^(\s*(\d?>>?|&>|<)\s*\S+)*")
 _GUARD_BEFORE_RE = lazy_re(r"(\|\||\bif|\belif|\bwhile|\buntil|!|\|)\s*$")
 
 
-def _fails_the_build(script: str, text: str) -> bool:
-    """Does a failing ``text`` fail the RUN? Only when it is not a condition, not piped, not followed by
-    ``||``, and the script stops there: followed by ``&&``, the end, or anything under ``set -e``."""
+def _around(script: str, text: str) -> tuple[str, str] | None:
+    """The script before ``text`` (continuations joined) and after it (redirects skipped)."""
     start = script.find(text)
     if start < 0 or not text:
-        return False
+        return None
     before = script[:start].replace("\\\n", " ")
-    if _GUARD_BEFORE_RE.search(before.rstrip()):
-        return False
     after = script[start + len(text) :]
     after = after[_REDIRECTS_RE.match(after).end() :].lstrip(" \t\\\n")  # type: ignore[union-attr]
-    if after.startswith("||") or (after.startswith("|") and not after.startswith("||")):
+    return before, after
+
+
+def guarded(script: str, text: str) -> bool:
+    """Is ``text`` a condition, piped, or followed by ``||``, so that its failure decides nothing?"""
+    around = _around(script, text)
+    if around is None:
         return False
+    before, after = around
+    return bool(_GUARD_BEFORE_RE.search(before.rstrip())) or after.startswith("|")
+
+
+def fails_the_build(script: str, text: str) -> bool:
+    """Does a failing ``text`` fail the RUN? Only when it is not a condition, not piped, not followed by
+    ``||``, and the script stops there: followed by ``&&``, the end, or anything under ``set -e``."""
+    around = _around(script, text)
+    if around is None or guarded(script, text):
+        return False
+    before, after = around
     if after == "" or after.startswith("&&"):
         return True
     return bool(re.search(r"\bset\s+-[a-z]*e", before))

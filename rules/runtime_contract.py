@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 from gpulint import data
 from gpulint.context import LintContext
-from gpulint.cudabuild import ARCH_VARIABLES, run_exports
+from gpulint.cudabuild import ARCH_VARIABLES, guarded, run_exports
 from gpulint.dockerfile import Instruction, Stage, raw_key_values
 from gpulint.edits import env_pair_edit
 from gpulint.expand import expand_word
@@ -664,8 +664,9 @@ class GpuQueryAtBuild(Rule):
         `jax.devices('gpu')`, `tf.config.list_physical_devices('GPU')` run by
         Python (`python -c`, `python - <<EOF`, `conda run python`).
         `nvcc --version`, probes in `CMD`, `ENTRYPOINT` or `HEALTHCHECK` (run
-        time), scripts merely written to a file, and BuildKit's
-        `RUN --device=nvidia.com/gpu=...` are fine.
+        time), scripts merely written to a file, diagnostics whose failure
+        decides nothing (`probe || echo ...`, `if nvidia-smi; then`, piped), and
+        BuildKit's `RUN --device=nvidia.com/gpu=...` are fine.
     """
     why = """
         `docker build` runs without GPUs: the step fails ("nvidia-smi: not
@@ -689,6 +690,8 @@ class GpuQueryAtBuild(Rule):
                     continue  # RUN --device=nvidia.com/gpu=... (BuildKit CDI) does see a GPU
                 for cmd in ctx.commands(instr):
                     probe = _probes_gpu(cmd)
+                    if probe and not instr.heredocs and guarded(instr.args, cmd.text):
+                        continue  # `probe || echo ...`, `if probe; then`: a diagnostic whose failure decides nothing
                     if probe:
                         effect = (
                             "nvidia-smi fails (the NVIDIA runtime mounts it and the driver only when a container "
