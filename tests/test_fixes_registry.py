@@ -35,6 +35,12 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         proc.wait()
 
 
+@pytest.fixture(autouse=True)
+def plain_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test registry speaks plain HTTP: the GL104 fix uses it only when told (SECURITY.md)."""
+    monkeypatch.setenv("GPULINT_REGISTRY_HTTP", "1")
+
+
 def _skopeo_digest(reference: str) -> str:
     proc = subprocess.run(
         ["skopeo", "inspect", "--raw", "--tls-verify=false", f"docker://{reference}"],
@@ -81,3 +87,12 @@ def test_the_command_line_pins_it(registry: int, tmp_path: Path) -> None:
     )
     assert "fixed 1 finding(s)" in proc.stderr, proc.stderr
     assert (tmp_path / "Dockerfile").read_text() == f"FROM {reference}@{_skopeo_digest(reference)}\n"
+
+
+def test_plain_http_is_never_used_unasked(registry: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without GPULINT_REGISTRY_HTTP=1 the fix speaks HTTPS only, even to loopback: nothing guessed."""
+    monkeypatch.delenv("GPULINT_REGISTRY_HTTP")
+    reference = f"127.0.0.1:{registry}/{REPO}:1"
+    outcome = fix_text(f"FROM {reference}\n", config=CONFIG, unsafe=True)
+    assert outcome.fixed == f"FROM {reference}\n"
+    assert "TLS" in outcome.messages[0] and "nothing guessed" in outcome.messages[0]
