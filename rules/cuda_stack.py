@@ -332,14 +332,13 @@ class RedundantCudaStack(Rule):
                         if variant is None or variant.kind != "cuda":
                             continue
                         torch_flagged = True
-                        yield self.finding(
+                        yield self._at(
                             ctx,
+                            spec,
                             f"`{spec.raw}` installs torch's CUDA build ({_how(variant)}), which brings its own "
                             f"CUDA libraries and cuDNN as nvidia-* wheels (~3 GB in site-packages/nvidia), on top of "
                             f"{base}, whose {info.flavour} flavour already has them: two copies of the CUDA stack; "
                             f"{instead}",
-                            line=spec.word.line,
-                            column=spec.word.column,
                             help=instead,
                         )
                     elif (
@@ -350,43 +349,39 @@ class RedundantCudaStack(Rule):
                     ):
                         dependents.append((spec.raw, spec.word.line, spec.word.column, spec.name or ""))
                     elif install.manager == "pip" and not compiles and (bundled := pip_cuda_bundle(spec)):
-                        yield self.finding(
+                        yield self._at(
                             ctx,
+                            spec,
                             f"`{spec.raw}` installs {bundled} on top of {base}, whose {info.flavour} flavour "
                             f"already has the CUDA libraries: two copies of the CUDA stack; {instead}",
-                            line=spec.word.line,
-                            column=spec.word.column,
                             help=instead,
                         )
                     elif install.manager == "conda" and spec.name in _CONDA_CUDA_STACK:
-                        yield self.finding(
+                        yield self._at(
                             ctx,
+                            spec,
                             f"conda's {spec.name} brings the CUDA libraries again (into the conda environment) "
                             f"on top of {base}, whose {info.flavour} flavour already has them: two copies of the "
                             f"CUDA stack; {instead}",
-                            line=spec.word.line,
-                            column=spec.word.column,
                             help=instead,
                         )
                     elif install.manager == "apt" and (second := _distro_second_stack(spec.name or "", info)):
-                        yield self.finding(
+                        yield self._at(
                             ctx,
+                            spec,
                             f"{cmd.name} installs {spec.name}, {second}, on top of {base}, which already has "
                             "them: two copies of the CUDA stack in the image, and two on the library path; drop it",
-                            line=spec.word.line,
-                            column=spec.word.column,
                             help=f"drop {spec.name}: {base} has the CUDA libraries",
                         )
                     elif install.manager in ("apt", "yum") and spec.name:
                         already = _already_in_flavour(spec.name, info)
                         if already:
-                            yield self.finding(
+                            yield self._at(
                                 ctx,
+                                spec,
                                 f"{cmd.name} installs {spec.name}, but {base} already contains {already}: at best a "
                                 "no-op, and an upgrade writes a second copy of those libraries into a new layer; "
                                 "drop it, or pick the image flavour that has what you need",
-                                line=spec.word.line,
-                                column=spec.word.column,
                             )
         if compiles and info.cudnn and torch_cuda_specs:
             # Compiling torch extensions needs nvcc and the headers, not a second cuDNN: torch loads its own.
@@ -397,13 +392,12 @@ class RedundantCudaStack(Rule):
                 else None
             )
             fix = f"use {plain}" if plain else "use the devel flavour without cuDNN"
-            yield self.finding(
+            yield self._at(
                 ctx,
+                spec,
                 f"`{spec.raw}` installs torch's CUDA build, which brings its own cuDNN (the nvidia-cudnn wheel, or inside the wheel before torch 1.13), on "
                 f"{base}: the image's cuDNN is a second copy nothing loads (compiling extensions needs nvcc and "
                 f"the headers, not cuDNN); {fix}",
-                line=spec.word.line,
-                column=spec.word.column,
                 help=fix,
             )
         if torch_flagged:
@@ -418,6 +412,10 @@ class RedundantCudaStack(Rule):
                 column=column,
                 help=instead,
             )
+
+    def _at(self, ctx: LintContext, spec: PackageSpec, message: str, help: str | None = None) -> Finding:
+        """A finding at the requirement's word."""
+        return self.finding(ctx, message, line=spec.word.line, column=spec.word.column, help=help)
 
     def _on_ngc(self, ctx: LintContext, chain: list[Stage], info: BaseInfo) -> Iterator[Finding]:
         """NGC framework images carry the whole CUDA SDK: pip CUDA wheels of another framework
@@ -436,13 +434,12 @@ class RedundantCudaStack(Rule):
                             bundled = f"torch's CUDA build ({_how(variant)}) with its nvidia-* wheels"
                     if bundled is None:
                         continue
-                    yield self.finding(
+                    yield self._at(
                         ctx,
+                        spec,
                         f"`{spec.raw}` installs {bundled} on top of {base}, which already carries the whole CUDA "
                         "SDK and cuDNN: two copies of the CUDA stack (several GB); use the NGC image of that "
                         "framework, or a slim base with the pip wheels alone",
-                        line=spec.word.line,
-                        column=spec.word.column,
                         help="one CUDA stack: the NGC image's, or the pip wheels' on a slim base",
                     )
 
@@ -465,13 +462,12 @@ class RedundantCudaStack(Rule):
         if system is None or not torch_specs or compiles:
             return
         spec, variant = torch_specs[0]
-        yield self.finding(
+        yield self._at(
             ctx,
+            spec,
             f"`{spec.raw}` installs torch's CUDA build ({_how(variant)}), which brings its own CUDA libraries and "
             f"cuDNN as nvidia-* wheels, and line {system[1]} installs {system[0]} from the system packages: two "
             "copies of the CUDA stack, and torch loads only its own; drop the system CUDA packages",
-            line=spec.word.line,
-            column=spec.word.column,
             help="drop the system CUDA packages: torch's wheels bring what it loads",
         )
 
