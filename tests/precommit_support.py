@@ -18,6 +18,24 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 HOOK_REPO = Path(os.environ.get("GPULINT_HOOK_REPO") or REPO_ROOT)
 
 
+def precommit_env(home: Path) -> dict[str, str]:
+    """The environment for a real pre-commit run: its own home, no colour, and a git identity
+    (try-repo commits the working tree in a shadow clone), without a surrounding hook's GIT_* paths."""
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(home),
+        "PRE_COMMIT_COLOR": "never",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "GIT_AUTHOR_NAME": "gpulint tests",
+        "GIT_AUTHOR_EMAIL": "tests@gpulint.invalid",
+        "GIT_COMMITTER_NAME": "gpulint tests",
+        "GIT_COMMITTER_EMAIL": "tests@gpulint.invalid",
+    }
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # set when pytest runs inside a git hook
+        env.pop(name, None)
+    return env
+
+
 def try_repo(
     hook: str, files: dict[str, str], tmp_path: Path, home: Path, require_tool: Callable[[str], str]
 ) -> subprocess.CompletedProcess[str]:
@@ -26,19 +44,7 @@ def try_repo(
     pre_commit = require_tool("pre-commit")
     work = tmp_path / "user-repo"
     work.mkdir()
-    env = {
-        **os.environ,
-        "PRE_COMMIT_HOME": str(home),
-        "PRE_COMMIT_COLOR": "never",
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        # try-repo commits the working tree's changes in a shadow clone; give git an identity
-        "GIT_AUTHOR_NAME": "gpulint tests",
-        "GIT_AUTHOR_EMAIL": "tests@gpulint.invalid",
-        "GIT_COMMITTER_NAME": "gpulint tests",
-        "GIT_COMMITTER_EMAIL": "tests@gpulint.invalid",
-    }
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):  # set when pytest runs inside a git hook
-        env.pop(name, None)
+    env = precommit_env(home)
     subprocess.run([git, "init", "-q", str(work)], check=True, env=env)
     for rel, text in files.items():
         path = work / rel

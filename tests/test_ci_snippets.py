@@ -15,6 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 import yaml
+from precommit_support import precommit_env
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text("utf-8")
@@ -104,18 +105,7 @@ def test_the_readme_precommit_config_runs(
 ) -> None:
     git = require_tool("git")
     pre_commit = require_tool("pre-commit")
-    env = {
-        **os.environ,
-        "PRE_COMMIT_HOME": str(pre_commit_home),
-        "PRE_COMMIT_COLOR": "never",
-        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "GIT_AUTHOR_NAME": "gpulint tests",
-        "GIT_AUTHOR_EMAIL": "tests@gpulint.invalid",
-        "GIT_COMMITTER_NAME": "gpulint tests",
-        "GIT_COMMITTER_EMAIL": "tests@gpulint.invalid",
-    }
-    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
-        env.pop(name, None)
+    env = precommit_env(pre_commit_home)
     # this repository as the hook repository, with its working tree committed on a branch `main`
     hooks = tmp_path / "gpulint"
     subprocess.run([git, "clone", "-q", "--no-hardlinks", str(ROOT), str(hooks)], check=True, env=env)
