@@ -368,6 +368,12 @@ def main(argv: list[str] | None = None) -> int:
                         for r in results
                         for f in r.unreviewed
                     ],
+                    "missed_open": [
+                        {"id": r.source.id, "category": m.category, "code": m.code, "line": m.line, "note": m.note}
+                        for r in results
+                        for m, found in r.missed
+                        if not found
+                    ],
                     "vanished": [
                         {"id": r.source.id, "code": v.code, "line": v.line, "verdict": v.verdict}
                         for r in results
