@@ -369,7 +369,13 @@ def main(argv: list[str] | None = None) -> int:
                         for f in r.unreviewed
                     ],
                     "missed_open": [
-                        {"id": r.source.id, "category": m.category, "code": m.code, "line": m.line, "note": m.note}
+                        {
+                            "id": r.source.id,
+                            "category": m.category,
+                            "code": m.code,
+                            "line": m.line,
+                            "note": m.note,
+                        }
                         for r in results
                         for m, found in r.missed
                         if not found
