@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from gpulint import data
 from gpulint.context import LintContext
 from gpulint.cudabuild import GENERIC_BUILDERS, CompileSignal, compile_signals, nvcc_probes, run_exports
-from gpulint.dockerfile import Stage
+from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.frameworks import Variant, framework_cuda, series_info, torch_series, torch_variant
 from gpulint.gpubase import BaseInfo
@@ -263,7 +263,9 @@ class RedundantCudaStack(Rule):
         In the shipped stage: pip-installed CUDA wheels of torch (which bundle
         about 3 GB of `nvidia-*` libraries), directly or pulled in by a package
         that pins torch (vllm, sglang, xformers), on top of an nvidia/cuda
-        runtime or devel image that already has the CUDA libraries; or apt
+        runtime or devel image that already has the CUDA libraries, also when
+        they come in by `COPY --from` of a builder stage's Python environment
+        (site-packages, a venv, a conda prefix, pip's `--prefix` tree); or apt
         installs of `cuda-toolkit*`, `cuda-libraries*` or `libcudnn*` of the
         image's own CUDA/cuDNN version on an nvidia/cuda flavour that already
         contains them. Also: jax's `cuda12`/`cuda12_pip` extras,
@@ -412,6 +414,18 @@ class RedundantCudaStack(Rule):
                 column=column,
                 help=instead,
             )
+        if dependents or compiles:
+            return
+        for copy, what, line in copied_cuda_stacks(ctx, chain):
+            yield self.finding(
+                ctx,
+                f"{copy.keyword} --from={copy.flag('from')} ships a Python environment with {what}, installed on "
+                f"line {line}, onto {base}, "
+                f"whose {info.flavour} flavour already has the CUDA libraries: two copies of the CUDA stack (GBs), "
+                f"and which copy a library linking libcudart/libcublas gets depends on load order; {instead}",
+                line=copy.line,
+                help=instead,
+            )
 
     def _at(self, ctx: LintContext, spec: PackageSpec, message: str, help: str | None = None) -> Finding:
         """A finding at the requirement's word."""
@@ -484,6 +498,88 @@ _CONDA_CUDA_STACK = frozenset({"cudatoolkit", "pytorch-cuda", "cudnn", "cuda-run
 _SYSTEM_CUDA_LIBS = lazy_re(
     r"^(cuda-toolkit|cuda-libraries|cuda-runtime|libcudnn\d|libcublas|nvidia-cuda-toolkit)"
 )
+
+
+# COPY --from sources that are (or hold) a Python environment: site-packages, a venv, a conda
+# prefix, a user site, the /usr/local of a python image, pip's --prefix trees
+_ENV_PATH_RE = lazy_re(
+    r"(site-packages|dist-packages|conda|venv|/usr/local/lib/python[\d.]*/?$|^/usr/local/?$|/\.local(/|$)"
+    r"|^/usr/lib/python[\d.]*/?$|^/(install|deps|python)/?$)"
+)
+# options that put pip's packages under a directory of their own
+_PIP_PLACE_OPTIONS = ("--prefix", "--target", "-t", "--root")
+
+
+def install_cuda_stack(instr: Instruction, install: Install, spec: PackageSpec) -> str | None:
+    """What CUDA library stack one requirement of a pip/conda install brings, if it brings one."""
+    name = spec.name or ""
+    if install.manager == "pip":
+        if name == "torch":
+            variant = torch_variant(spec, install, instr.scope)
+            if variant is not None and variant.kind == "cuda":
+                return f"torch's CUDA build ({_how(variant)}, {torch_cuda_libraries(spec)})"
+            return None
+        if name in TORCH_DEPENDENTS and not install.no_deps:
+            return f"{name}, which pins torch and so pulls torch's CUDA build and its nvidia-* wheels"
+        return pip_cuda_bundle(spec)
+    if install.manager == "conda" and name in _CONDA_CUDA_STACK:
+        return f"conda's {name} (the CUDA libraries in the conda environment)"
+    return None
+
+
+def torch_cuda_libraries(spec: PackageSpec) -> str:
+    """Where a CUDA torch wheel of this requirement keeps its CUDA libraries (data: torch.yaml)."""
+    first = data.load("torch")["first_nvidia_wheels_series"]
+    series = torch_series(spec.version) if spec.version and not spec.version_from_variable else None
+    if series is not None and _series_key(series) < _series_key(first):
+        return "its CUDA libraries and cuDNN bundled inside the wheel, in torch/lib"
+    if series is not None:
+        return "its CUDA libraries and cuDNN as nvidia-* wheels, ~3 GB in site-packages/nvidia"
+    return f"its own CUDA libraries and cuDNN: nvidia-* wheels from torch {first} on, inside the wheel before"
+
+
+def _series_key(series: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in series.split(".") if part.isdigit())
+
+
+def copied_cuda_stacks(ctx: LintContext, chain: list[Stage]) -> Iterator[tuple[Instruction, str, int]]:
+    """COPY --from=<stage> steps of the shipped chain that bring a Python environment in which that
+    (unshipped) stage installed a CUDA library stack: pip's CUDA torch, nvidia-* wheels, conda's
+    cudatoolkit. One per COPY, with what the environment holds."""
+    shipped = {id(stage) for stage in chain}
+    for stage in reversed(chain):
+        for instr in stage.instructions:
+            name = instr.flag("from") if instr.keyword == "COPY" else None
+            source = ctx.dockerfile.stage_named(name) if name else None
+            if source is None or id(source) in shipped:
+                continue
+            sources, _dest = instr.copy_operands()
+            found = _stack_in(ctx, source, sources)
+            if found is not None:
+                yield instr, *found
+
+
+def _stack_in(ctx: LintContext, source: Stage, paths: list[str]) -> tuple[str, int] | None:
+    """The first CUDA library stack ``source``'s chain installs into one of ``paths``."""
+    for stage in reversed(source.chain()):
+        for instr, _cmd, install in ctx.stage_installs(stage):
+            places = [v for option in _PIP_PLACE_OPTIONS for v in install.options.get(option, [])]
+            if not any(_carries(path, places) for path in paths):
+                continue
+            for spec in install.packages:
+                what = install_cuda_stack(instr, install, spec)
+                if what is not None:
+                    return what, spec.word.line
+    return None
+
+
+def _carries(path: str, places: list[str]) -> bool:
+    """Does a COPY source path hold the packages of an install that went to ``places`` (its
+    --prefix/--target), or to the interpreter's environment when there are none?"""
+    path = path.rstrip("/") or "/"
+    if places:
+        return any(place.rstrip("/") == path or place.startswith(path + "/") for place in places)
+    return bool(_ENV_PATH_RE.search(path))
 
 
 def pip_cuda_bundle(spec: PackageSpec) -> str | None:
