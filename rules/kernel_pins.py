@@ -1106,7 +1106,7 @@ class ImplicitCudaVariant(Rule):
 # -- GL205 -------------------------------------------------------------------------------------
 
 _CUDA_APT_RE = lazy_re(
-    r"^(cuda-[a-z0-9-]+|libcudnn\d*(-[a-z0-9-]+)?|cudnn\d*(-[a-z0-9-]+)?|libnccl\d*(-dev)?|tensorrt[a-z0-9-]*"
+    r"^(cuda|cuda-[a-z0-9-]+|libcudnn\d*(-[a-z0-9-]+)?|cudnn\d*(-[a-z0-9-]+)?|libnccl\d*(-dev)?|tensorrt[a-z0-9-]*"
     r"|libnvinfer[a-z0-9-]*)$"
 )
 _SERIES_SUFFIX_RE = lazy_re(r"-\d+-\d+$")
@@ -1121,10 +1121,12 @@ class UnpinnedCudaAptPackage(Rule):
     summary = "A CUDA, cuDNN, NCCL or TensorRT system package is installed without a version"
     what = """
         Finds apt/yum/dnf installs of `cuda-*`, `libcudnn*`/`cudnn*`, `libnccl*`,
-        `tensorrt*` and `libnvinfer*` without a version. Pinned (`pkg=1.2.3-1`,
-        `pkg-1.2.3` for yum/dnf), versions from an `ENV`/`ARG`, and names that
-        carry their CUDA series (`cuda-toolkit-12-4`) are fine; driver packages
-        are GL401's, `cuda-compat-*` is forward compatibility.
+        `tensorrt*` and `libnvinfer*` without a version, and of the `cuda`
+        metapackage itself (it follows NVIDIA's newest CUDA release). Pinned
+        (`pkg=1.2.3-1`, `pkg-1.2.3` for yum/dnf), versions from an `ENV`/`ARG`,
+        and names that carry their CUDA series (`cuda-toolkit-12-4`, `cuda-12-4`)
+        are fine; other driver packages are GL401's, `cuda-compat-*` is forward
+        compatibility.
     """
     why = """
         NVIDIA's repositories move these packages forward under the same name:
@@ -1153,17 +1155,28 @@ class UnpinnedCudaAptPackage(Rule):
                         continue
                     if (
                         _SERIES_SUFFIX_RE.search(name)
-                        or is_driver_package(name)
+                        or (is_driver_package(name) and name != "cuda")
                         or name.startswith("cuda-compat")
                     ):
                         continue
                     if "$" in spec.raw:
                         continue
                     pin = f"{name}=<version>" if install.manager == "apt" else f"{name}-<version>"
+                    if name == "cuda":
+                        # the metapackage of the whole toolkit (and driver): each CUDA release moves it
+                        message = (
+                            f"{cmd.name} installs the `cuda` metapackage without a version: it follows NVIDIA's "
+                            "newest CUDA release, so each rebuild may bring another CUDA toolkit; install the "
+                            f"release you build for (cuda-toolkit-X-Y) or pin it ({pin})"
+                        )
+                    else:
+                        message = (
+                            f"{cmd.name} installs {name} without a version: NVIDIA's repository moves it forward "
+                            f"under the same name; pin it ({pin}) as NVIDIA's own Dockerfiles do"
+                        )
                     yield self.finding(
                         ctx,
-                        f"{cmd.name} installs {name} without a version: NVIDIA's repository moves it forward under "
-                        f"the same name; pin it ({pin}) as NVIDIA's own Dockerfiles do",
+                        message,
                         line=spec.word.line,
                         column=spec.word.column,
                     )
