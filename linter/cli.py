@@ -22,14 +22,13 @@ from . import __version__
 from .config import (
     Config,
     ConfigError,
-    check_selection,
     find_config,
     load_config,
     parse_driver,
     parse_fail_on,
-    parse_severity_map,
 )
 from .finding import Finding, Severity
+from .selection import RuleOptions, parse_pairs, rule_options
 
 if TYPE_CHECKING:
     from .engine import LintResult
@@ -42,30 +41,6 @@ PARALLEL_MIN_FILES = 64  # fewer files are linted in this process: forking costs
 
 class UserError(Exception):
     """One line for stderr, exit 2."""
-
-
-def _split(values: Sequence[str]) -> tuple[str, ...]:
-    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
-
-
-def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for value in values:
-        key, sep, val = value.partition("=")
-        if not sep or not key.strip():
-            raise UserError(f"{what} must look like KEY=VALUE, not {value!r}")
-        out[key.strip()] = val
-    return out
-
-
-def _check_rule_names(option: str, names: Sequence[str]) -> None:
-    """Unknown rule names are a usage error, as in config files."""
-    from .rule import unknown_selector
-
-    for name in names:
-        problem = unknown_selector(name)
-        if problem is not None:
-            raise UserError(f"{option}: {problem}")
 
 
 @click.command(
@@ -89,14 +64,7 @@ def _check_rule_names(option: str, names: Sequence[str]) -> None:
     type=click.Path(dir_okay=False),
     help="Write the report to FILE (pairs with --format).",
 )
-@click.option(
-    "--select", multiple=True, help="Only these rules: codes, prefixes (GL2) or slugs, comma-separated."
-)
-@click.option("--ignore", multiple=True, help="Skip these rules.")
-@click.option("--extend-select", multiple=True, help="Add rules to the selection (e.g. off-by-default ones).")
-@click.option(
-    "--severity", "severities", multiple=True, metavar="CODE=LEVEL", help="Override a rule's severity."
-)
+@rule_options
 @click.option(
     "--fail-on",
     type=str,
@@ -190,24 +158,13 @@ def lint_command(
 
     # -- everything the command line says is checked before any file is read --------
     overrides: dict[str, object] = {}
-    if select:
-        cli_select = _split(select)
-        _check_rule_names("--select", cli_select)
-        overrides["select"] = cli_select
-    cli_extend = _split(extend_select)
-    cli_ignore = _split(ignore)
-    _check_rule_names("--extend-select", cli_extend)
-    _check_rule_names("--ignore", cli_ignore)
+    rule_choice = RuleOptions.parse(select, ignore, extend_select, severities)
     if fail_on is not None:
         overrides["fail_on"] = parse_fail_on(fail_on)
     if min_driver is not None:
         overrides["min_driver"] = parse_driver(min_driver)
         overrides["min_driver_source"] = "cli"
-    severity_overrides = (
-        parse_severity_map(_pairs(severities, "--severity"), "--severity") if severities else {}
-    )
-    _check_rule_names("--severity", list(severity_overrides))
-    cli_args = _pairs(build_args, "--build-arg")
+    cli_args = parse_pairs(build_args, "--build-arg")
     if context_dir is not None and not Path(context_dir).is_dir():
         raise UserError(f"--context {context_dir}: no such directory")
     reports = _report_targets(ctx, formats, outputs)
@@ -220,15 +177,7 @@ def lint_command(
 
     def configure(config: Config) -> Config:
         """The command line over a config file."""
-        config = config.merged(**overrides)
-        if cli_extend:
-            config = config.merged(extend_select=config.extend_select + cli_extend)
-        if cli_ignore:
-            config = config.merged(ignore=config.ignore + cli_ignore)
-        if severity_overrides:
-            config = config.merged(severity={**config.severity, **severity_overrides})
-        check_selection(config, config.source or "--select/--ignore")
-        return config
+        return rule_choice.apply(config.merged(**overrides))
 
     finder = _ConfigFinder(fixed_config, stdin_filename)
     if not paths and stdin_filename is not None:

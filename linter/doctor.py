@@ -14,12 +14,12 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .requirecuda import Host, compare, cuda_for_driver, evaluate, mvc_floor, toolkit_driver
+from .requirecuda import Host, compare, cuda_for_driver, driver_needed, evaluate, mvc_floor
 
 Runner = Callable[[Sequence[str]], "tuple[int, str]"]
 DATACENTER_BRANDS = frozenset({"tesla", "nvidia", "datacenter"})  # brands NVML reports for data-center GPUs
@@ -175,6 +175,7 @@ class DaemonProbe:
     root_dir: str | None = None
     volumes: int | None = None
     error: str | None = None
+    fix: str = ""  # how to reach a daemon, when none was reachable
 
 
 def probe_daemon(client_factory: Callable[[], Any] | None = None) -> DaemonProbe:
@@ -188,9 +189,8 @@ def probe_daemon(client_factory: Callable[[], Any] | None = None) -> DaemonProbe
         info = client.info()
         version = client.version()
     except Exception as exc:  # no daemon, no permission, not installed: all normal here
-        return DaemonProbe(
-            error=f"{exc.__class__.__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
-        )
+        error, fix = daemon_problem(exc, os.environ)
+        return DaemonProbe(error=error, fix=fix)
     security = " ".join(info.get("SecurityOptions") or [])
     volumes = None
     try:
@@ -207,6 +207,65 @@ def probe_daemon(client_factory: Callable[[], Any] | None = None) -> DaemonProbe
         root_dir=info.get("DockerRootDir"),
         volumes=volumes,
     )
+
+
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The exception and what it was raised from (docker-py wraps the socket's error twice), bounded."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 8:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    return chain
+
+
+def _other_sockets(environ: Mapping[str, str]) -> list[str]:
+    """Sockets of a daemon that is running but not where docker-py looks by default."""
+    runtime = environ.get("XDG_RUNTIME_DIR") or f"/run/user/{os.getuid()}"
+    candidates = [f"{runtime}/docker.sock", f"{runtime}/podman/podman.sock", "/run/podman/podman.sock"]
+    return [c for c in candidates if Path(c).is_socket()]
+
+
+START_DAEMON = (
+    "start one: sudo systemctl start docker; rootless Docker: systemctl --user start docker and "
+    "DOCKER_HOST=unix://$XDG_RUNTIME_DIR/docker.sock; podman: systemctl --user start podman.socket and "
+    "DOCKER_HOST=unix://$XDG_RUNTIME_DIR/podman/podman.sock"
+)
+
+
+def daemon_problem(exc: BaseException, environ: Mapping[str, str]) -> tuple[str, str]:
+    """What is missing, in one sentence, and how to get a daemon (never the raw error).
+
+    docker-py reports a missing socket as "DockerException: Error while fetching server API
+    version: ('Connection aborted.', FileNotFoundError(2, ...))": true, and useless to a user.
+    """
+    from .secrets import redact_secrets
+
+    if isinstance(exc, ImportError):
+        return "the docker Python package is not installed", "pip install docker"
+    host = redact_secrets(environ.get("DOCKER_HOST", "")) or "unix:///var/run/docker.sock"
+    where = f"DOCKER_HOST={host}" if environ.get("DOCKER_HOST") else f"the default socket {host}"
+    causes = _causes(exc)
+    if any(isinstance(c, PermissionError) for c in causes):
+        return (
+            f"no Docker daemon: permission denied on {where}",
+            "add your user to the docker group and log in again, or use a rootless daemon",
+        )
+    running = _other_sockets(environ)
+    if any(isinstance(c, FileNotFoundError) for c in causes):
+        why = f"{where} does not exist"
+    elif any(isinstance(c, ConnectionRefusedError) for c in causes):
+        why = f"nothing listens at {where}"
+    elif any(isinstance(c, TimeoutError) for c in causes) or "timed out" in str(exc).lower():
+        why = f"{where} did not answer within 10 s"
+    else:
+        why = f"{where} did not answer ({exc.__class__.__name__})"
+    if running:
+        return (
+            f"no Docker daemon: {why}, but one listens at {running[0]}",
+            f"export DOCKER_HOST=unix://{running[0]}",
+        )
+    return f"no Docker daemon: {why}", START_DAEMON
 
 
 def cdi_specs(dirs: Sequence[str] = CDI_DIRS) -> list[str]:
@@ -276,8 +335,8 @@ def host_checks(
             Check(
                 "daemon",
                 "warn",
-                f"no Docker daemon reachable ({daemon.error})",
-                "start dockerd or set DOCKER_HOST",
+                daemon.error or "no Docker daemon reachable",
+                daemon.fix or START_DAEMON,
             )
         )
     else:
@@ -355,7 +414,7 @@ def image_checks(gpus: GpuProbe, image: ImageFacts) -> list[Check]:
     checks: list[Check] = []
     cuda = env.get("CUDA_VERSION")
     if not gpus.driver:
-        needed = toolkit_driver(cuda) if cuda else None
+        needed = driver_needed(cuda) if cuda else None
         if cuda:
             checks.append(
                 Check(
@@ -404,7 +463,7 @@ def image_checks(gpus: GpuProbe, image: ImageFacts) -> list[Check]:
                 "fail",
                 f"{image.reference} does not start here: {result.error_message()}"
                 + (f"; {'; '.join(rescue)}" if rescue else ""),
-                f"use an image built for CUDA {gpus.cuda} or older, or upgrade the driver to {toolkit_driver(cuda) if cuda else 'a newer one'}",
+                f"use an image built for CUDA {gpus.cuda} or older, or upgrade the driver to {driver_needed(cuda) if cuda else 'a newer one'}",
             )
         )
     elif result.satisfied is None:
@@ -451,7 +510,7 @@ def image_checks(gpus: GpuProbe, image: ImageFacts) -> list[Check]:
 def _started_check(image: ImageFacts, gpus: GpuProbe, cuda: str | None, datacenter: bool | None) -> Check:
     """The toolkit starts the image: does CUDA then initialise, and how?"""
     driver = gpus.driver or ""
-    needed = toolkit_driver(cuda) if cuda else None
+    needed = driver_needed(cuda) if cuda else None
     floor = mvc_floor(cuda) if cuda else None
     if needed is None or compare(driver, needed) >= 0:
         return Check(

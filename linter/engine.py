@@ -207,6 +207,22 @@ def lint(
     return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile, facts=facts)
 
 
+def configured(findings: list[Finding], config: Config) -> list[Finding]:
+    """Findings made outside the rule loop (image evidence) as the config says: only the rules it
+    enables, at the severities it sets; the same selection a lint applies before running rules."""
+    from .rule import find_rule
+
+    enabled = {}
+    kept = []
+    for finding in findings:
+        if finding.code not in enabled:
+            rule = find_rule(finding.code)
+            enabled[finding.code] = rule is None or is_enabled(rule, config)
+        if enabled[finding.code]:
+            kept.append(finding)
+    return _apply_config(kept, config)
+
+
 def _apply_config(findings: list[Finding], config: Config) -> list[Finding]:
     """What the config says after the rules ran: per-file ignores, then severity overrides."""
     findings = _apply_per_file_ignores(findings, config)

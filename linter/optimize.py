@@ -1051,13 +1051,14 @@ def _command() -> Any:
         """Rewrite a single-stage GPU Dockerfile into a devel builder and a slim runtime stage."""
         from pathlib import Path
 
-        from .cli import _pairs, _write_atomic
+        from .cli import _write_atomic
         from .config import find_config, load_config
         from .engine import InputError, lint, read_source
         from .secrets import redact_secrets
+        from .selection import parse_pairs
 
         text = read_source(dockerfile)
-        args = _pairs(build_args, "--build-arg")
+        args = parse_pairs(build_args, "--build-arg")
         context = context_dir or str(Path(dockerfile).parent)
         found = find_config(Path(dockerfile).resolve().parent)
         config = load_config(found) if found is not None else Config()

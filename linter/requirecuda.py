@@ -275,6 +275,16 @@ def toolkit_driver(cuda: str) -> str | None:
     return best[1] if best else None
 
 
+def driver_needed(cuda: str) -> str | None:
+    """The driver an image built for ``cuda`` needs: the GA driver of its X.Y.
+
+    Every consumer (lint's GL106, `gpulint image`, `doctor`) answers with this one function:
+    an image's NVIDIA_REQUIRE_CUDA is ``cuda>=X.Y``, which the X.Y GA driver meets, so a
+    12.4.1 image runs on 550.54.14 although its toolkit shipped with 550.54.15.
+    """
+    return toolkit_driver(major_minor(cuda))
+
+
 def cuda_for_driver(driver: str) -> str | None:
     """The newest CUDA X.Y whose (GA) toolkit driver this driver meets: what ``cuda>=X.Y`` is checked against."""
     table: dict[str, str] = data.load("cuda")["toolkit_driver"]

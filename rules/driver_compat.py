@@ -17,6 +17,7 @@ from gpulint.requirecuda import (
     compare,
     cuda_for_driver,
     driver_branch,
+    driver_needed,
     evaluate,
     image_require_cuda,
     major_minor,
@@ -201,7 +202,7 @@ def _label(image: ImageCuda) -> str:
 def _needs(image: ImageCuda) -> str:
     """The info message: what driver the image needs, and how older drivers fare."""
     x_y = major_minor(image.cuda)
-    needed = toolkit_driver(x_y)
+    needed = driver_needed(image.cuda)
     point = toolkit_driver(image.cuda)
     if needed is None:
         return f"{_label(image)}: gpulint's driver table does not know this CUDA release; pass --min-driver to check"
@@ -244,7 +245,7 @@ def _against_floor(image: ImageCuda, floor: str) -> tuple[str, str] | None:
     if detail is None:
         return None
     text, verdict = detail
-    needed = toolkit_driver(major_minor(image.cuda))
+    needed = driver_needed(image.cuda)
     needs = f"needs NVIDIA driver >= {needed}" if needed else "needs a newer NVIDIA driver"
     return f"CUDA {image.cuda[:16]} {needs}; on your floor {floor} {verdict}", text
 
@@ -252,7 +253,7 @@ def _against_floor(image: ImageCuda, floor: str) -> tuple[str, str] | None:
 def _floor_detail(image: ImageCuda, floor: str) -> tuple[str, str] | None:
     """(the whole story, a short verdict) for a fleet whose oldest driver is ``floor``."""
     x_y = major_minor(image.cuda)
-    needed = toolkit_driver(x_y)
+    needed = driver_needed(image.cuda)
     host_cuda = cuda_for_driver(floor)
     fleet = f"driver {floor} (CUDA {host_cuda or 'unknown'})"
     label = _label(image)

@@ -350,3 +350,59 @@ def test_daemon_probe_against_podman_service(tmp_path: Path, require_tool: Any) 
         service.terminate()
         service.wait(timeout=30)
     assert shutil.which("podman")
+
+
+def _wrapped(cause: BaseException) -> Exception:
+    """An error wrapped as docker-py wraps the socket's: DockerException from ConnectionError."""
+    try:
+        try:
+            raise cause
+        except OSError as inner:
+            raise ConnectionError(("Connection aborted.", inner)) from inner
+    except ConnectionError as outer:
+        err = RuntimeError("Error while fetching server API version")
+        err.__cause__ = outer
+        return err
+
+
+def test_no_daemon_is_one_sentence_with_how_to_start_one(tmp_path: Path, monkeypatch: Any) -> None:
+    from gpulint.doctor import daemon_problem
+
+    env = {"XDG_RUNTIME_DIR": str(tmp_path)}
+    detail, fix = daemon_problem(_wrapped(FileNotFoundError(2, "No such file or directory")), env)
+    assert detail == "no Docker daemon: the default socket unix:///var/run/docker.sock does not exist"
+    assert "systemctl --user start podman.socket" in fix and "DOCKER_HOST" in fix
+    detail, _ = daemon_problem(
+        _wrapped(ConnectionRefusedError(111, "refused")), {**env, "DOCKER_HOST": "unix:///x"}
+    )
+    assert detail == "no Docker daemon: nothing listens at DOCKER_HOST=unix:///x"
+    detail, fix = daemon_problem(_wrapped(PermissionError(13, "denied")), env)
+    assert "permission denied" in detail and "docker group" in fix
+    assert daemon_problem(ImportError("docker"), env)[1] == "pip install docker"
+    for text in (detail, fix):
+        assert "Exception" not in text and "Errno" not in text
+
+
+def test_no_daemon_names_a_running_podman_socket(tmp_path: Path) -> None:
+    import socket
+
+    from gpulint.doctor import daemon_problem
+
+    (tmp_path / "podman").mkdir()
+    path = tmp_path / "podman" / "podman.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    try:
+        detail, fix = daemon_problem(_wrapped(FileNotFoundError(2, "x")), {"XDG_RUNTIME_DIR": str(tmp_path)})
+    finally:
+        server.close()
+    assert detail.endswith(f"but one listens at {path}")
+    assert fix == f"export DOCKER_HOST=unix://{path}"
+
+
+def test_no_daemon_end_to_end_through_docker_py(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    probe = probe_daemon()
+    assert probe.error == f"no Docker daemon: DOCKER_HOST=unix://{tmp_path}/absent.sock does not exist"
+    assert "DockerException" not in probe.error

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..config import Config
 from ..finding import Finding, Severity
-from ..requirecuda import Host, cuda_for_driver, evaluate, toolkit_driver
+from ..requirecuda import Host, cuda_for_driver, driver_needed, evaluate
 from ..rule import find_rule, rule_url
 from .analysis import Analysis
 
@@ -53,7 +53,7 @@ def _make(code: str, source: str, line: int, message: str, severity: Severity | 
         message=message,
         path=source,
         line=max(line, 1),
-        help="",
+        help=rule.short_help(),
         url=rule_url(rule.code),
     )
 
@@ -105,7 +105,7 @@ def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
     if cuda and config.min_driver:
         result = evaluate(env, Host(driver=config.min_driver))
         if result.satisfied is False:
-            needed = toolkit_driver(cuda)
+            needed = driver_needed(cuda)
             finding = _make(
                 "GL106",
                 source,

@@ -10,9 +10,11 @@ from typing import Any
 
 import click
 
-from ..config import Config, ConfigError, parse_driver, parse_fail_on, parse_size
+from ..config import Config, ConfigError, find_config, load_config, parse_driver, parse_fail_on, parse_size
 from ..finding import Severity
 from ..lazyre import lazy_re
+from ..reporters import FORMATS
+from ..selection import RuleOptions, rule_options
 
 _BANDWIDTH_RE = lazy_re(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]?)(bit|b)?(?:/s|ps)?\s*$", re.I)
 FAIL_LEVEL = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
@@ -36,9 +38,10 @@ def parse_bandwidth(text: str) -> float:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["tty", "plain", "json", "sarif", "github", "html"]),
+    type=click.Choice(list(FORMATS)),
     default=None,
-    help="Output format (default: tty on a terminal, plain otherwise); html: a self-contained page.",
+    help="Output format (default: tty on a terminal, plain otherwise); html: a self-contained page; "
+    "json: the image report; sarif, github, gitlab, checkstyle, junit: the findings, as lint writes them.",
 )
 @click.option(
     "-o",
@@ -50,11 +53,30 @@ def parse_bandwidth(text: str) -> float:
 @click.option(
     "--platform", default="linux/amd64", show_default=True, help="os/arch[/variant] to pick from an index."
 )
+@rule_options
+@click.option(
+    "--config", "config_file", type=click.Path(dir_okay=False), default=None, help="Use this config file."
+)
+@click.option("--no-config", is_flag=True, help="Ignore config files (default: the one lint uses here).")
 @click.option("--min-driver", default=None, help="Oldest NVIDIA driver in your fleet (GL106).")
 @click.option("--bandwidth", default="1Gbit/s", show_default=True, help="Pull bandwidth for the estimate.")
-@click.option("--price-per-hour", type=float, default=None, help="GPU instance price, for the pull cost.")
 @click.option(
-    "--weights-threshold", default="100MB", show_default=True, help="Report weight files at least this big."
+    "--price-per-hour",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Price of one GPU node per hour: the pull estimate in money (the node bills while it pulls).",
+)
+@click.option(
+    "--nodes",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Nodes that pull the image in a rollout (with --price-per-hour: the cost of a rollout).",
+)
+@click.option(
+    "--weights-threshold",
+    default=None,
+    help="Report weight files at least this big (default: the config's, else 100MB).",
 )
 @click.option("--verify", is_flag=True, help="Check each layer's digest while reading it.")
 @click.option(
@@ -101,17 +123,24 @@ def parse_bandwidth(text: str) -> float:
     show_default=True,
     help="Refuse a layer that decompresses to more than this (a gzip/zstd bomb).",
 )
-@click.option("--fail-on", default="warning", show_default=True, help="error, warning, info or never.")
+@click.option("--fail-on", default=None, help="error, warning (default), info or never.")
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors (never with a credential in them).")
 def image_command(
     sources: tuple[str, ...],
     fmt: str | None,
     output: str | None,
     platform: str,
+    select: tuple[str, ...],
+    ignore: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    severities: tuple[str, ...],
+    config_file: str | None,
+    no_config: bool,
     min_driver: str | None,
     bandwidth: str,
     price_per_hour: float | None,
-    weights_threshold: str,
+    nodes: int,
+    weights_threshold: str | None,
     verify: bool,
     jobs: int | None,
     walk_layers: bool,
@@ -121,11 +150,12 @@ def image_command(
     timeout: float,
     max_entries: int,
     max_layer_bytes: str,
-    fail_on: str,
+    fail_on: str | None,
     debug: bool,
 ) -> int:
     """Analyse built images: docker-archive:PATH, oci-archive:PATH, oci:DIR[:REF],
     docker-daemon:NAME, docker://REF, a bare path or a bare reference (= docker://)."""
+    from ..engine import configured
     from ..report import Report
     from ..reporters import get_renderer
     from ..secrets import redact_finding
@@ -140,10 +170,13 @@ def image_command(
         raise ConfigError("--max-layer-bytes must be positive")
     if not timeout > 0:
         raise ConfigError("--timeout must be a positive number of seconds")
-    config = Config(
-        min_driver=parse_driver(min_driver) if min_driver else None,
-        weights_threshold=parse_size(weights_threshold, "--weights-threshold"),
-        fail_on=parse_fail_on(fail_on),
+    config = _config(
+        RuleOptions.parse(select, ignore, extend_select, severities),
+        config_file,
+        no_config,
+        min_driver,
+        weights_threshold,
+        fail_on,
     )
     bps = parse_bandwidth(bandwidth)
     if fmt is None:
@@ -185,10 +218,11 @@ def image_command(
                 analysis = analyse(image, config.weights_threshold, progress, jobs=jobs, trees=trees)
         _redact_commands(analysis)
         findings = sorted(
-            (redact_finding(f) for f in image_findings(analysis, config)), key=lambda f: (f.line, f.code)
+            (redact_finding(f) for f in configured(image_findings(analysis, config), config)),
+            key=lambda f: (f.line, f.code),
         )
         all_findings.extend(findings)
-        reports.append(build_report(analysis, findings, bps, price_per_hour))
+        reports.append(build_report(analysis, findings, bps, price_per_hour, nodes))
         analyses.append(analysis)
     if fmt == "json":
         text = json.dumps(reports if len(reports) > 1 else reports[0], indent=2) + "\n"
@@ -221,6 +255,36 @@ def image_command(
         return 0
     level = FAIL_LEVEL[config.fail_on]
     return 1 if any(f.severity >= level for f in all_findings) else 0
+
+
+def _config(
+    rules: RuleOptions,
+    config_file: str | None,
+    no_config: bool,
+    min_driver: str | None,
+    weights_threshold: str | None,
+    fail_on: str | None,
+) -> Config:
+    """The config lint would use in this directory (or --config / none), then the command line.
+
+    An image has no path in the project, so the config is the one found from the working
+    directory, as for a Dockerfile there: pre-commit and CI configure gpulint once.
+    """
+    from pathlib import Path
+
+    config = Config()
+    if config_file:
+        config = load_config(Path(config_file))
+    elif not no_config:
+        found = find_config(Path.cwd())
+        if found is not None:
+            config = load_config(found)
+    config = config.merged(
+        min_driver=parse_driver(min_driver) if min_driver else None,
+        weights_threshold=parse_size(weights_threshold, "--weights-threshold") if weights_threshold else None,
+        fail_on=parse_fail_on(fail_on) if fail_on is not None else None,
+    )
+    return rules.apply(config)
 
 
 def _redact_commands(analysis: Any) -> None:

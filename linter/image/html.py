@@ -409,8 +409,15 @@ def _cards(report: dict[str, Any]) -> str:
         (human(report["wasted_bytes"]), "hidden by later layers"),
     ]
     if pull["seconds"] is not None:
-        cost = f", ~{pull['cost']} per pull" if pull["cost"] is not None else ""
-        cards.append((f"~{pull['seconds']} s", f"pull at {pull['bandwidth_bps'] / 1e9:g} Gbit/s{cost}"))
+        cards.append((f"~{pull['seconds']} s", f"pull at {pull['bandwidth_bps'] / 1e9:g} Gbit/s"))
+        if pull.get("cost") is not None:
+            nodes = pull.get("nodes") or 1
+            if nodes > 1:
+                cards.append(
+                    (f"~{pull['rollout_cost']:g}", f"per rollout to {nodes} nodes ({pull['cost']:g} each)")
+                )
+            else:
+                cards.append((f"~{pull['cost']:g}", f"per pull at {pull['price_per_hour']:g}/hour"))
     if cuda["cuda_version"]:
         flavour = f" {cuda['flavour']}" if cuda["flavour"] else ""
         driver = driver_text(cuda) or "CUDA"

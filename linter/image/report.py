@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..finding import Finding
-from ..requirecuda import compare, driver_branch, mvc_range, toolkit_driver
+from ..requirecuda import compare, driver_branch, driver_needed, mvc_range
 from .analysis import Analysis
 from .checks import env_of, human
 
@@ -20,7 +20,7 @@ def cuda_summary(env: dict[str, str]) -> dict[str, Any]:
     elif "NV_CUDA_CUDART_VERSION" in env:
         flavour = "base"
     cuda = env.get("CUDA_VERSION")
-    needed = toolkit_driver(cuda) if cuda else None
+    needed = driver_needed(cuda) if cuda else None
     mvc = mvc_range(cuda) if cuda else None
     return {
         "cuda_version": cuda,
@@ -63,12 +63,46 @@ def savings(analysis: Analysis) -> dict[str, int]:
     return out
 
 
+def pull_estimate(
+    compressed: int | None, bandwidth_bps: float, price_per_hour: float | None, nodes: int = 1
+) -> dict[str, Any]:
+    """Time to pull the image on one node, and what the pulls cost while the GPUs bill.
+
+    Every node of a rollout pulls the image (a cold node has no layer of it), and a rented GPU
+    node bills from boot, so a rollout to ``nodes`` nodes pays the pull ``nodes`` times.
+    """
+    seconds = (compressed * 8 / bandwidth_bps) if compressed else None
+    cost = seconds / 3600 * price_per_hour if seconds is not None and price_per_hour else None
+    return {
+        "bandwidth_bps": bandwidth_bps,
+        "seconds": round(seconds, 1) if seconds is not None else None,
+        "price_per_hour": price_per_hour,
+        "nodes": nodes,
+        "cost": round(cost, 4) if cost is not None else None,
+        "rollout_cost": round(cost * nodes, 4) if cost is not None else None,
+    }
+
+
+def pull_text(pull: dict[str, Any]) -> str:
+    """The estimate in one line: "~12.3 s at 1 Gbit/s, ~0.0335 per pull, ~2.14 per rollout to 64 nodes"."""
+    text = f"~{pull['seconds']} s at {pull['bandwidth_bps'] / 1e9:g} Gbit/s"
+    if pull.get("cost") is not None:
+        text += f", ~{pull['cost']:g} per pull at {pull['price_per_hour']:g}/hour"
+        nodes = pull.get("nodes") or 1
+        if nodes > 1:
+            text += f", ~{pull['rollout_cost']:g} per rollout to {nodes} nodes"
+    return text
+
+
 def build_report(
-    analysis: Analysis, findings: list[Finding], bandwidth_bps: float, price_per_hour: float | None
+    analysis: Analysis,
+    findings: list[Finding],
+    bandwidth_bps: float,
+    price_per_hour: float | None,
+    nodes: int = 1,
 ) -> dict[str, Any]:
     image = analysis.image
     compressed = analysis.compressed_size
-    pull_seconds = (compressed * 8 / bandwidth_bps) if compressed else None
     return {
         "source": image.source,
         "reference": image.reference,
@@ -79,13 +113,7 @@ def build_report(
         "final_size": analysis.final_size,
         "wasted_bytes": analysis.wasted,
         "cuda": cuda_summary(env_of(image.config)),
-        "pull_estimate": {
-            "bandwidth_bps": bandwidth_bps,
-            "seconds": round(pull_seconds, 1) if pull_seconds is not None else None,
-            "cost": round(pull_seconds / 3600 * price_per_hour, 4)
-            if pull_seconds is not None and price_per_hour
-            else None,
-        },
+        "pull_estimate": pull_estimate(compressed, bandwidth_bps, price_per_hour, nodes),
         "layers": [
             {
                 "index": layer.index + 1,
@@ -123,10 +151,7 @@ def render_text(report: dict[str, Any]) -> str:
         )
     pull = report["pull_estimate"]
     if pull["seconds"] is not None:
-        line = f"pull      ~{pull['seconds']} s at {pull['bandwidth_bps'] / 1e9:g} Gbit/s"
-        if pull["cost"] is not None:
-            line += f", ~{pull['cost']} per pull at the given hourly price"
-        lines.append(line)
+        lines.append(f"pull      {pull_text(pull)}")
     for code, size in report["savings"].items():
         lines.append(f"savings   {human(size)} unpacked if {code} were fixed")
     lines.append("")
@@ -174,8 +199,7 @@ def render_rich(report: dict[str, Any], color: bool = True) -> str:
         )
     pull = report["pull_estimate"]
     if pull["seconds"] is not None:
-        cost = f", ~{pull['cost']} per pull" if pull["cost"] is not None else ""
-        console.print(f"pull ~{pull['seconds']} s at {pull['bandwidth_bps'] / 1e9:g} Gbit/s{cost}")
+        console.print(f"pull {pull_text(pull)}")
     for code, size in report["savings"].items():
         console.print(Text(f"fixing {code} saves {human(size)}", style="green"))
     table = Table(show_edge=False, pad_edge=False)
