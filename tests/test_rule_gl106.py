@@ -174,11 +174,11 @@ def test_gpulint_image_shows_the_floor_and_finds_only_against_a_fleet_minimum(tm
     assert "GL106" not in {f.code for f in image_findings(analysis, Config())}
     header = render_text(build_report(analysis, image_findings(analysis, Config()), 1e9, None))
     assert (
-        "; needs driver >= 550.54.15 (>= 525.60.13 through minor-version compatibility, no PTX JIT)" in header
+        "; needs driver >= 550.54.14 (>= 525.60.13 through minor-version compatibility, no PTX JIT)" in header
     )
     (finding,) = [f for f in image_findings(analysis, Config(min_driver="535.104.05")) if f.code == "GL106"]
     assert finding.message == (
-        "CUDA 12.4.1 needs NVIDIA driver >= 550.54.15; on your floor 535.104.05 the NVIDIA Container Toolkit refuses it"
+        "CUDA 12.4.1 needs NVIDIA driver >= 550.54.14; on your floor 535.104.05 the NVIDIA Container Toolkit refuses it"
     )
     assert "unsatisfied condition: cuda>=12.4" in finding.help
 
