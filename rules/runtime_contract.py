@@ -315,6 +315,9 @@ def _runs_container_engine(ctx: LintContext, chain: list[Stage]) -> bool:
 
 def _installs_cuda_stack(ctx: LintContext, stages: list[Stage]) -> str | None:
     """What in these stages brings CUDA user-space libraries, if anything."""
+    extra = _gpu_extra(ctx, stages)
+    if extra is not None:
+        return extra
     for stage in stages:
         for instr, _, install in ctx.stage_installs(stage):
             for spec in install.packages:
@@ -345,6 +348,48 @@ def _installs_cuda_stack(ctx: LintContext, stages: list[Stage]) -> str | None:
                     ):
                         return f"{name}'s CUDA build ({variant.how}, {where[1:-1]})"
     return None
+
+
+# a project's own optional dependencies named for the GPU: `uv sync --extra gpu`, `pip install ".[cuda]"`,
+# `poetry install -E cu121`; extras so named hold the CUDA builds (onnxruntime-gpu, torch from a CUDA index)
+_GPU_EXTRA_RE = lazy_re(r"^(?:[a-z0-9]+[-_])?(?:gpu|cuda\d*|cu\d{3})$", re.I)
+_PATH_EXTRAS_RE = lazy_re(r"^(?:\.{1,2}|\.{0,2}/[^\[\]]*|/[^\[\]]*)\[([^\]]+)\]$")
+
+
+def _gpu_extra(ctx: LintContext, stages: list[Stage]) -> str | None:
+    """A local project installed with an optional-dependency group named for the GPU."""
+    for stage in stages:
+        for _, cmd in ctx.stage_commands(stage):
+            values = cmd.arg_values
+            extras: list[str] = []
+            if cmd.name == "uv" and "sync" in values:
+                extras = _option_values(values, ("--extra",))
+            elif cmd.name == "poetry" and "install" in values:
+                extras = [
+                    e for v in _option_values(values, ("--extras", "-E")) for e in v.replace(",", " ").split()
+                ]
+            elif cmd.name in ("pip", "pip3") or (cmd.name == "uv" and "pip" in values) or "pip" in values[:2]:
+                for value in values:
+                    match = _PATH_EXTRAS_RE.match(value.strip("\"'"))
+                    if match:
+                        extras.extend(e.strip() for e in match.group(1).split(","))
+            gpu = next((e for e in extras if _GPU_EXTRA_RE.match(e)), None)
+            if gpu is not None:
+                return f"the project's `{gpu}` extra (line {cmd.line})"
+    return None
+
+
+def _option_values(values: list[str], names: tuple[str, ...]) -> list[str]:
+    """The values of an option given as ``--name value`` or ``--name=value``."""
+    out = []
+    for i, value in enumerate(values):
+        if value in names and i + 1 < len(values):
+            out.append(values[i + 1])
+        else:
+            name, sep, given = value.partition("=")
+            if sep and name in names:
+                out.append(given)
+    return out
 
 
 def _runs_cuda_runfile(ctx: LintContext, stages: list[Stage]) -> str | None:
@@ -420,12 +465,16 @@ class MissingNvidiaEnv(Rule):
         driver runfile installer, pip's `nvidia-*` libraries on
         `LD_LIBRARY_PATH`, an FFmpeg build with NVENC/NVDEC or CUDA filters, a
         virtualenv copied from a stage that installs them - `COPY --from`
-        paths expanded - or `/usr/local/cuda` copied from a CUDA stage) but
+        paths expanded - or `/usr/local/cuda` copied from a CUDA stage; a
+        project installed with an extra named for the GPU, `uv sync --extra gpu`,
+        `pip install ".[cuda12]"`, `poetry install -E cu121`) but
         sets neither `NVIDIA_VISIBLE_DEVICES` nor `NVIDIA_DRIVER_CAPABILITIES`.
         NVIDIA and PyTorch images set both; unknown vendor images may, and are
         not reported. On any base whose capabilities are known (set in the
         Dockerfile, nvidia/cuda's compute,utility, the toolkit's default), an
-        NVENC/NVDEC FFmpeg build without the `video` capability is reported too.
+        NVENC/NVDEC FFmpeg build without the `video` capability is reported too,
+        and so is `display` asked for without `graphics` (the X driver without
+        the OpenGL libraries) on any base.
     """
     why = """
         With the legacy `nvidia` runtime (Docker's `runtime: nvidia`, many
@@ -452,6 +501,7 @@ class MissingNvidiaEnv(Rule):
         info = ctx.base_info(chain[-1])
         if info is None:
             return
+        yield from self._display_without_graphics(ctx, info.family)
         env = chain[0].env()
         nvenc = _ffmpeg_build(ctx, chain, _NVENC_RE)
         if info.family != "plain" or "NVIDIA_VISIBLE_DEVICES" in env or "NVIDIA_DRIVER_CAPABILITIES" in env:
@@ -483,6 +533,27 @@ class MissingNvidiaEnv(Rule):
             "`runtime: nvidia`, Kubernetes nodes with the envvar device list) no GPU is injected and CUDA finds "
             f"no device; add ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES={caps}{video}",
             instruction=chain[-1].from_instruction,
+        )
+
+    def _display_without_graphics(self, ctx: LintContext, family: str) -> Iterator[Finding]:
+        """``display`` asked for without ``graphics``: the X driver comes, the OpenGL/GLX libraries do not."""
+        setting = _shipped_env(ctx).get("NVIDIA_DRIVER_CAPABILITIES")
+        if setting is None:
+            return
+        preset = data.load("base_images")["preset_env_values"].get(family, {})
+        value = _value_at_build(setting[0], "NVIDIA_DRIVER_CAPABILITIES", preset)
+        if value is None:
+            return  # set from a build arg gpulint does not know
+        caps = {c.strip().lower() for c in value.split(",") if c.strip()}
+        if "display" not in caps or caps & {"graphics", "all"}:
+            return
+        yield self.finding(
+            ctx,
+            f"NVIDIA_DRIVER_CAPABILITIES is {value}: `display` without `graphics` mounts the NVIDIA X driver but "
+            "not the OpenGL/GLX/EGL/Vulkan libraries (libGLX_nvidia, libEGL_nvidia), so an X server cannot use "
+            "the GPU and OpenGL falls back to Mesa's software renderer; add graphics "
+            "(NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics,display)",
+            instruction=setting[0],
         )
 
     def _video(self, ctx: LintContext, chain: list[Stage], family: str, nvenc: int) -> Iterator[Finding]:
@@ -762,7 +833,10 @@ class CudaArchListMissing(Rule):
         tiny-cuda-nn's `TCNN_CUDA_ARCHITECTURES` (or `-DCMAKE_CUDA_ARCHITECTURES=`, project flags such as
         `-DGGML_CUDA_ARCHITECTURES`, `-DGGML_NATIVE=OFF`), or nvcc
         `-arch`/`-gencode`; also an arch list of `native`, which needs a GPU to
-        detect. Prebuilt wheels, and CMake builds with CUDA off, are fine.
+        detect. Bazel CUDA builds (`--config=cuda`, TensorFlow's
+        `TF_NEED_CUDA=1`) need `TF_CUDA_COMPUTE_CAPABILITIES` (or the hermetic
+        `HERMETIC_CUDA_COMPUTE_CAPABILITIES`). Prebuilt wheels, and CMake builds
+        with CUDA off, are fine.
     """
     why = """
         `docker build` sees no GPU, so "native" arch detection fails or falls back
@@ -817,6 +891,50 @@ class CudaArchListMissing(Rule):
                     )
                 fix = _arch_fix(found)
                 yield self.finding(ctx, f"{message}; {fix}", line=line, help=fix)
+            yield from self._bazel_cuda(ctx, stage)
+
+    def _bazel_cuda(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
+        """A Bazel CUDA build (TensorFlow, XLA: ``--config=cuda``, or TensorFlow's ``TF_NEED_CUDA=1``) that
+        names no compute capabilities: ``./configure`` then takes its default list, one per RUN."""
+        chain = stage.chain()
+        root = chain[-1].root.image
+        if root is not None and "tensorflow" in root.full_name:
+            return  # TensorFlow's devel images come configured
+        if any(_TF_ARCH_RE.search(instr.raw) for s in chain for instr in s.instructions):
+            return  # TF_CUDA_COMPUTE_CAPABILITIES / HERMETIC_CUDA_COMPUTE_CAPABILITIES named somewhere
+        for instr in stage.instructions:
+            for cmd in ctx.commands(instr):
+                values = cmd.arg_values
+                if cmd.name != "bazel" or not values or values[0] not in ("build", "test", "run"):
+                    continue
+                configs = _option_values(values, ("--config",))
+                need = cmd.assignments.get("TF_NEED_CUDA") or run_exports(instr).get("TF_NEED_CUDA")
+                need = need or instr.scope.get("TF_NEED_CUDA")
+                cuda = next((c for c in configs if _BAZEL_CUDA_CONFIG_RE.match(c)), None)
+                if cuda is None and parse_bool(need or "") is not True:
+                    continue
+                how = f"--config={cuda}" if cuda else "TF_NEED_CUDA=1"
+                fix = (
+                    "set TF_CUDA_COMPUTE_CAPABILITIES (HERMETIC_CUDA_COMPUTE_CAPABILITIES for hermetic CUDA "
+                    'builds), e.g. ENV TF_CUDA_COMPUTE_CAPABILITIES="8.0,8.6,9.0", for the GPUs you deploy on'
+                )
+                yield self.finding(
+                    ctx,
+                    f"this step builds with Bazel and CUDA ({how}) without naming the compute capabilities, and "
+                    "docker build sees no GPU to detect them: TensorFlow's configure takes its default list, which "
+                    'may miss your GPUs (PTX JIT at every start, or "no kernel image is available for execution '
+                    f'on the device"); {fix}',
+                    line=cmd.line,
+                    column=cmd.argv[0].column,
+                    help=fix,
+                )
+                break  # one finding per RUN
+
+
+# TensorFlow/XLA's compute capability settings (configure.py, .bazelrc: TF_CUDA_COMPUTE_CAPABILITIES;
+# since TF 2.18's hermetic CUDA: HERMETIC_CUDA_COMPUTE_CAPABILITIES; JAX's build.py flag)
+_TF_ARCH_RE = lazy_re(r"CUDA_COMPUTE_CAPABILITIES\s*=|--cuda_compute_capabilities", re.I)
+_BAZEL_CUDA_CONFIG_RE = lazy_re(r"^(cuda|cuda_clang|cuda_nvcc|cuda_wheel|cuda_clang_official)$")
 
 
 # /usr/local/cuda/compat, /usr/local/cuda-12.4/compat/lib, ...: the cuda-compat package's libcuda
