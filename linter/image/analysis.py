@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
+import itertools
 import multiprocessing
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterable
+from array import array
+from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,14 +231,17 @@ class LayerScan:
     """What one layer holds: its entries for stacking, and the evidence found in its files.
 
     Evidence is kept as (path, size) here and becomes FileRefs in ``combine``, where the
-    layer's final index is known (the daemon source learns it after the scan).
+    layer's final index is known (the daemon source learns it after the scan). The layer's
+    files are a list of paths and an array of sizes, not a (path, size) tuple each: at
+    200,000 entries a layer the tuples and their int objects were most of the walk's memory.
     """
 
     report: LayerReport
     whiteouts: list[str] = field(default_factory=list)
     opaque: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # dirs/links that replace a lower path
-    added: list[tuple[str, int]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)  # every regular file, in walk order
+    sizes: MutableSequence[int] = field(default_factory=lambda: array("q"))  # their sizes, same order
     weights: list[tuple[str, int]] = field(default_factory=list)
     driver_libs: list[tuple[str, int]] = field(default_factory=list)
     nvcc: list[tuple[str, int]] = field(default_factory=list)
@@ -245,6 +251,27 @@ class LayerScan:
     nvidia_wheels_size: int = 0
     cuda_libs_size: int = 0
     torch_cuda: tuple[str, str] | None = None
+
+    @property
+    def added(self) -> PathSizes:
+        """The layer's files as (path, size) pairs, in walk order."""
+        return PathSizes(self.paths, self.sizes)
+
+
+class PathSizes:
+    """(path, size) pairs over a list of paths and an array of sizes, iterable more than once."""
+
+    def __init__(self, paths: list[str], sizes: Sequence[int]) -> None:
+        self.paths, self.sizes = paths, sizes
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return zip(self.paths, self.sizes, strict=True)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __contains__(self, item: object) -> bool:
+        return any(pair == item for pair in self)
 
 
 def _clean(name: str) -> str:
@@ -264,7 +291,7 @@ def scan_layer(
     scan = LayerScan(LayerReport(index, None, None, created_by=created_by))
     report = scan.report
     largest: list[tuple[int, str]] = []
-    added = scan.added
+    add_path, add_size = scan.paths.append, scan.sizes.append
     total = files = 0
     smallest_kept = -1
     for member in members:
@@ -290,7 +317,12 @@ def scan_layer(
         size = member.size
         total += size
         files += 1
-        added.append((path, size))
+        add_path(path)
+        try:
+            add_size(size)
+        except OverflowError:  # past 2**63 bytes (only under a --max-layer-bytes that high): a list holds it
+            scan.sizes = [*scan.sizes, size]
+            add_size = scan.sizes.append
         if size > smallest_kept:
             if len(largest) < 5:
                 heapq.heappush(largest, (size, path))
@@ -327,19 +359,51 @@ def scan_layer(
     return scan
 
 
+class _Stacked:
+    """The files of the stacked layers: path -> the layer it is visible from, and each layer's
+    own (path, size) lists, where a hidden file's size is looked up when it is hidden.
+
+    A visible path costs its string and a dict slot: the layer index is a small int every
+    entry shares, and the sizes stay in the layers' arrays (a (size, layer) tuple per path
+    was ~100 bytes of the ~300 an entry cost). A layer's files are sorted (as positions, not
+    copies) only when a later layer hides one of them.
+    """
+
+    def __init__(self, ordered: list[LayerScan]) -> None:
+        self.visible: dict[str, int] = {}
+        self.files = {scan.report.index: (scan.paths, scan.sizes) for scan in ordered}
+        self.order: dict[int, array[int]] = {}
+        self.duplicated: set[int] = set()  # layers that hold a path more than once
+
+    def size(self, path: str, layer: int) -> int:
+        """The size of the last ``path`` of ``layer`` (the one a later copy in the layer left visible)."""
+        paths, sizes = self.files[layer]
+        order = self.order.get(layer)
+        if order is None:
+            # stable: of a path twice in the layer, the later (the visible one) sorts last
+            order = self.order[layer] = array("L", sorted(range(len(paths)), key=paths.__getitem__))
+        at = bisect.bisect_right(order, path, key=paths.__getitem__) - 1
+        return sizes[order[at]]
+
+
 def combine(result: Analysis, scans: list[LayerScan], trees: bool = True) -> Analysis:
     """Stack the scanned layers in order (OCI whiteout rules) and count what each hides."""
-    # path -> (size, layer) of the file currently visible
-    visible: dict[str, tuple[int, int]] = {}
+    ordered = sorted(scans, key=lambda s: s.report.index)
+    stacked = _Stacked(ordered)
+    visible = stacked.visible  # path -> the layer of the file currently visible
     hidden_heap: list[tuple[int, str, int]] = []
-    hidden: set[tuple[str, int, int]] = set()  # (path, size, layer) of every hidden file
+    # (path, size, layer) of every hidden file: only the size trees colour them
+    hidden: set[tuple[str, int, int]] = set()
 
-    def hide(path: str) -> None:
-        old = visible.pop(path, None)
-        if old is not None:
-            result.wasted += old[0]
-            hidden.add((path, old[0], old[1]))
-            item = (old[0], path, old[1])
+    def hide(path: str, size: int | None = None) -> None:
+        layer = visible.pop(path, None)
+        if layer is not None:
+            if size is None:
+                size = stacked.size(path, layer)
+            result.wasted += size
+            if trees:
+                hidden.add((path, size, layer))
+            item = (size, path, layer)
             if len(hidden_heap) < 20:
                 heapq.heappush(hidden_heap, item)
             elif item > hidden_heap[0]:
@@ -350,7 +414,6 @@ def combine(result: Analysis, scans: list[LayerScan], trees: bool = True) -> Ana
         for path in [p for p in visible if p.startswith(prefix)]:
             hide(path)
 
-    ordered = sorted(scans, key=lambda s: s.report.index)
     for scan in ordered:
         index = scan.report.index
         for target in scan.whiteouts:
@@ -360,13 +423,24 @@ def combine(result: Analysis, scans: list[LayerScan], trees: bool = True) -> Ana
             hide_tree(directory)
         for path in scan.replaced:
             hide(path)
-        layer = dict.fromkeys((path for path, _ in scan.added), None)
-        if len(layer) < len(scan.added) or not layer.keys().isdisjoint(visible):
-            for path, size in scan.added:  # overwrites (or a path twice in one layer): one at a time
-                hide(path)
-                visible[path] = (size, index)
+        paths, sizes = scan.paths, scan.sizes
+        before = len(visible)
+        if visible.keys().isdisjoint(paths):
+            visible.update(zip(paths, itertools.repeat(index)))
+            if len(visible) < before + len(paths):  # a path twice in this layer: the slow way after all
+                for path in paths:
+                    visible.pop(path, None)
+                before = -1
         else:
-            visible.update((path, (size, index)) for path, size in scan.added)
+            before = -1
+        if before < 0:
+            previous: dict[str, int] = {}  # path -> size of its last copy so far in this layer
+            for path, size in zip(paths, sizes, strict=True):  # overwrites: one at a time
+                if path in previous:
+                    stacked.duplicated.add(index)
+                hide(path, previous.get(path))
+                visible[path] = index
+                previous[path] = size
         result.total_size += scan.report.size
         result.layers.append(scan.report)
         result.static_libs_size += scan.static_libs_size
@@ -374,14 +448,17 @@ def combine(result: Analysis, scans: list[LayerScan], trees: bool = True) -> Ana
         result.nvidia_wheels_size += scan.nvidia_wheels_size
         result.cuda_libs_size += scan.cuda_libs_size
         result.torch_cuda = scan.torch_cuda or result.torch_cuda
-    result.final_size = sum(size for size, _ in visible.values())
+    # every file is visible or was hidden once (and counted in wasted then)
+    result.final_size = result.total_size - result.wasted
     result.wasted_files = [FileRef(p, s, i) for s, p, i in sorted(hidden_heap, reverse=True)]
     pycache = 0
     for scan in ordered:
         index = scan.report.index
         for path, size in scan.cache_files:
-            if visible.get(path) != (size, index):
+            if visible.get(path) != index:
                 continue
+            if index in stacked.duplicated and stacked.size(path, index) != size:
+                continue  # an earlier copy of a path the layer holds twice
             if "/__pycache__/" in path:
                 pycache += size
             name = next((n for n, prefixes in CACHE_DIRS.items() if path.startswith(prefixes)), None)
@@ -401,7 +478,7 @@ def combine(result: Analysis, scans: list[LayerScan], trees: bool = True) -> Ana
             refs.extend(
                 FileRef(path, size, index)
                 for path, size in getattr(scan, attribute)
-                if visible.get(path, (0, -1))[1] == index
+                if visible.get(path) == index
             )
     if trees:
         _size_trees(result, ordered, hidden)

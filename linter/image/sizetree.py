@@ -11,7 +11,7 @@ one "smaller entries" node. What the HTML report draws as a treemap.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 
 # What a byte is, for the colours of the treemap: the first that applies.
@@ -68,7 +68,7 @@ def _parent(directory: str) -> str:
 
 
 def build_tree(
-    files: Sequence[tuple[str, int]],
+    files: Collection[tuple[str, int]],
     category: Callable[[str, int], str],
     budget: int = 200,
     min_bytes: int = 1,
