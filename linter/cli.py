@@ -241,7 +241,7 @@ def lint_command(
                 stdin_context = str(Path(name).parent) if stdin_filename else None
                 if fixer is not None:
                     text = fixer.run(name, text, None, config, cli_args, target, context_dir or stdin_context)
-                result = lint(
+                result = (fixer.linted(text) if fixer is not None else None) or lint(
                     name,
                     text,
                     config,
@@ -255,7 +255,9 @@ def lint_command(
                 text = read_source(path)
                 if fixer is not None:
                     text = fixer.run(path, text, path, config, cli_args, target, context_dir)
-                result = lint(path, text, config, cli_args, target, context_dir, on_crash, gpus_available)
+                result = (fixer.linted(text) if fixer is not None else None) or lint(
+                    path, text, config, cli_args, target, context_dir, on_crash, gpus_available
+                )
         except InputError as exc:
             if debug:
                 raise
@@ -678,6 +680,7 @@ class _Fixer:
         self.files = 0
         self.diffs: list[str] = []
         self.stdin_text: str | None = None
+        self._linted: dict[str, LintResult] = {}
 
     def run(
         self,
@@ -694,6 +697,7 @@ class _Fixer:
 
         source = read_source_file(path) if path is not None else None
         outcome = fix_text(text, name, config, build_args, target, context_dir, unsafe=self.unsafe)
+        self._linted = outcome.linted
         for message in outcome.messages:
             click.echo(f"gpulint: warning: {_one_line(message)}", err=True)
         if not outcome.changed:
@@ -713,6 +717,13 @@ class _Fixer:
         self.fixed += len(outcome.applied)
         self.files += 1
         return outcome.fixed if self.write else text
+
+    def linted(self, text: str) -> LintResult | None:
+        """The fix's lint of ``text`` with this file's settings, if it made one (a lint is deterministic,
+        and one that crashed is never kept): the report need not lint a long file once more."""
+        found = self._linted.get(text)
+        self._linted = {}
+        return found
 
     def finish_diff(self) -> int:
         """--diff: the diffs on stdout, a count on stderr; 1 when something would change."""

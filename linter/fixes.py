@@ -39,10 +39,14 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import Config
 from .dockerfile import DockerfileError, parse_dockerfile
 from .finding import Edit, Finding, Fix, FixSafety
+
+if TYPE_CHECKING:
+    from .engine import LintResult
 
 MAX_PASSES = 100  # each pass applies at least one fix; the bound only guards against a rule that flip-flops
 BOM = b"\xef\xbb\xbf"
@@ -88,6 +92,9 @@ class FixOutcome:
     applied: list[Finding] = field(default_factory=list)
     rolled_back: list[tuple[Finding, str]] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)
+    # the lint results of the last texts the fix linted (the original among them): the caller,
+    # which lints the text it keeps, need not lint a long file once more
+    linted: dict[str, LintResult] = field(default_factory=dict, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -235,7 +242,7 @@ class _Settings:
     digest_lookup: DigestLookup | None
     # the findings of the texts linted last: a lint is deterministic, so the whole-file check
     # need not lint again the text the last pass already linted (a full lint of a long file is costly)
-    linted: dict[str, list[Finding]] = field(default_factory=dict)
+    linted: dict[str, LintResult] = field(default_factory=dict)
 
 
 _LINTED_KEPT = 4  # bounds the memory: each kept text is at most the input limit
@@ -246,14 +253,14 @@ def _lint(text: str, settings: _Settings) -> list[Finding]:
 
     known = settings.linted.get(text)
     if known is not None:
-        return known
-    findings = lint(
+        return known.findings
+    result = lint(
         settings.path, text, settings.config, settings.build_args, settings.target, settings.context_dir
-    ).findings
+    )
     if len(settings.linted) >= _LINTED_KEPT:
         settings.linted.pop(next(iter(settings.linted)))
-    settings.linted[text] = findings
-    return findings
+    settings.linted[text] = result
+    return result.findings
 
 
 def _parse_problems(text: str, settings: _Settings) -> int | None:
@@ -344,6 +351,7 @@ def fix_text(
         outcome.applied = []
         current = text
     outcome.fixed = current
+    outcome.linted = settings.linted
     return outcome
 
 

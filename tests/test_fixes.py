@@ -389,6 +389,30 @@ def test_diff_changes_nothing(project: Path, capsys: pytest.CaptureFixture[str])
     assert (code, out) == (0, "") and "nothing to fix" in err
 
 
+def test_diff_and_fix_lint_each_text_once(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report reuses the fix's lint of the text it shows (a long file is not linted again)."""
+    import gpulint.engine
+
+    real = gpulint.engine.lint
+    texts: list[str] = []
+
+    def counting(path: str, text: str, *args: object, **kwargs: object) -> object:
+        texts.append(text)
+        return real(path, text, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gpulint.engine, "lint", counting)
+    (project / "Dockerfile").write_text(APT)
+    code, out, _ = _main(["--no-config", "--diff", "Dockerfile"], capsys)
+    assert code == 1 and out.startswith("--- a/Dockerfile\n")
+    assert texts.count(APT) == 1
+    texts.clear()
+    code, out, _ = _main(["--no-config", "--fix", "Dockerfile"], capsys)
+    assert (project / "Dockerfile").read_text() == APT_FIXED and code == 0 and out == ""
+    assert texts.count(APT) == 1 and texts.count(APT_FIXED) == 1
+
+
 def test_unsafe_fixes_alone_implies_fix(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (project / "Dockerfile").write_text(
         dockerfile("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04", 'CMD ["/app"]')
