@@ -271,7 +271,8 @@ class RedundantCudaStack(Rule):
         contains them. Also: jax's `cuda12`/`cuda12_pip` extras,
         `tensorflow[and-cuda]` and `nvidia-*-cu12` wheels on such an image or on
         an NGC framework image (and torch's CUDA build on an NGC image of another
-        framework); conda's `cudatoolkit`/`pytorch-cuda`/`cudnn` and the
+        framework), and apt/yum CUDA toolkit, CUDA library, cuDNN or NCCL
+        packages on an NGC image; conda's `cudatoolkit`/`pytorch-cuda`/`cudnn` and the
         distribution's `nvidia-cuda-toolkit`/`nvidia-cudnn` on an nvidia/cuda
         runtime or devel image; apt CUDA libraries or cuDNN on a slim base next
         to torch's CUDA wheels; and a cuDNN flavour under a stage that compiles
@@ -437,7 +438,21 @@ class RedundantCudaStack(Rule):
         torch over the NGC PyTorch image is GL109's (the framework replaced)."""
         base = chain[-1].base.text
         for stage in reversed(chain):
-            for instr, _cmd, install in ctx.stage_installs(stage):
+            for instr, cmd, install in ctx.stage_installs(stage):
+                if install.manager in ("apt", "yum"):
+                    for spec in install.packages:
+                        if spec.name and _NGC_SYSTEM_STACK.match(spec.name):
+                            yield self._at(
+                                ctx,
+                                spec,
+                                f"{cmd.name} installs {spec.name} on top of {base}, which already ships the CUDA "
+                                "SDK and cuDNN: a second copy (the same version is written again into a new layer; "
+                                "another version sits next to the image's on the library path, and which one a "
+                                "process loads depends on load order); drop it, or take the NGC release that has "
+                                "the version you need",
+                                help="drop it: the NGC image has the CUDA SDK and cuDNN",
+                            )
+                    continue
                 if install.manager != "pip":
                     continue
                 for spec in install.packages:
@@ -495,6 +510,14 @@ _NVIDIA_WHEEL = lazy_re(r"^nvidia-(cublas|cudnn|cuda-runtime|cufft|curand|cusolv
 # conda packages that are a CUDA library stack of their own (not nvcc): pytorch's
 # pytorch-cuda, conda-forge/nvidia cudatoolkit, cudnn, cuda-runtime, cuda-libraries.
 _CONDA_CUDA_STACK = frozenset({"cudatoolkit", "pytorch-cuda", "cudnn", "cuda-runtime", "cuda-libraries"})
+# distribution packages of what an NGC framework image already ships: the CUDA toolkit and
+# libraries, cuDNN, NCCL. Source: the NGC framework release notes ("Container contents": CUDA,
+# cuBLAS, cuDNN, NCCL in every PyTorch/TensorFlow/JAX container; Triton's "CUDA, cuDNN").
+_NGC_SYSTEM_STACK = lazy_re(
+    r"^(cuda(-\d+-\d+)?|cuda-(toolkit|libraries|libraries-dev|runtime|cudart|cudart-dev|nvcc|minimal-build)"
+    r"(-\d+(-\d+)?)?|libcudnn\d*(-dev)?(-cuda-\d+)?|cudnn\d*(-cuda-\d+)?|libcublas(-dev)?(-\d+-\d+)?"
+    r"|libnccl2|libnccl-dev|nvidia-cuda-toolkit|nvidia-cudnn)$"
+)
 _SYSTEM_CUDA_LIBS = lazy_re(
     r"^(cuda-toolkit|cuda-libraries|cuda-runtime|libcudnn\d|libcublas|nvidia-cuda-toolkit)"
 )
