@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
+import re
 import shlex
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -13,8 +14,10 @@ from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.lazyre import lazy_re
+from gpulint.manifests import ManifestContext, Node, manifest_check, node_finding
 from gpulint.rule import Rule, register
 from gpulint.secrets import is_secret_name, literal_secrets
+from gpulint.shell import Command
 
 if TYPE_CHECKING:
     from gpulint.contextfiles import CopiedFile
@@ -36,6 +39,9 @@ class SecretInArgOrEnv(Rule):
         a builder stage the shipped image does not build on (its history and
         config stay behind; `COPY --from` takes files, not history), and a global
         ARG (before the first FROM) that no shipped stage declares again.
+        In compose files, a credential-named `environment` entry whose value is
+        written in the file (not `${VAR}`), and in Kubernetes manifests one set
+        with a plain `value` instead of `valueFrom.secretKeyRef` (warnings).
     """
     why = """
         `ENV` values are stored in the image config, and `ARG` values passed with
@@ -81,6 +87,79 @@ class SecretInArgOrEnv(Rule):
                         "use RUN --mount=type=secret,id=... and docker build --secret"
                     )
                 yield self.finding(ctx, message, instruction=instr)
+
+
+# values of credential-named variables that hold no credential: switches, and paths to a mounted secret
+_NOT_A_CREDENTIAL_VALUE = lazy_re(r"^(true|false|yes|no|on|off|0|1|none|null)$|^/", re.I)
+
+
+def _literal_credentials(node: Node | None) -> Iterator[tuple[str, Node]]:
+    """Credential-named entries of a compose ``environment`` (list or mapping) with a value written
+    into the file: not ``${VAR}`` (compose takes it from the shell or .env), not empty."""
+    if node is None:
+        return
+    entries: list[tuple[str, Node, str]] = []
+    if node.is_map:
+        entries = [(name, value, value.raw if value.is_scalar else "") for name, _key, value in node.items()]
+    elif node.is_seq:
+        for item in node.seq:
+            key, sep, written = item.raw.partition("=") if item.is_scalar else ("", "", "")
+            if sep:
+                entries.append((key.strip(), item, written))
+    for name, where, written in entries:
+        written = written.strip().strip("\"'")
+        if (
+            is_secret_name(name)
+            and written
+            and "$" not in written
+            and not _NOT_A_CREDENTIAL_VALUE.match(written)
+        ):
+            yield name, where
+
+
+@manifest_check("GL601")
+def _manifest_credentials(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
+    """Credentials written into a compose service's environment or a Kubernetes container's env."""
+    seen: set[int] = set()
+    for service in ctx.services:
+        for mapping, _base in service.chain:
+            for name, node in _literal_credentials(mapping.get("environment")):
+                if id(node) in seen:
+                    continue
+                seen.add(id(node))
+                yield node_finding(
+                    rule,
+                    node,
+                    f"service '{service.name}' sets {name} to a value written in the compose file (***): the "
+                    "credential is in the file, its repository and `docker inspect`; take it from the "
+                    f"environment or an untracked .env (`{name}=${{{name}}}`), or use a compose secret",
+                    severity=Severity.WARNING,
+                    help=f"write {name}=${{{name}}} and keep the value in an untracked .env, or use secrets:",
+                )
+    for container in ctx.containers:
+        env = container.node.get("env")
+        for item in env.seq if env is not None else []:
+            env_name = item.text_at("name") if item.is_map else None
+            value = item.get("value") if item.is_map else None
+            written = (value.raw if value is not None and value.is_scalar else "").strip().strip("\"'")
+            if (
+                not env_name
+                or not is_secret_name(env_name)
+                or not written
+                or "$(" in written  # Kubernetes' own $(VAR) reference to another env entry
+                or _NOT_A_CREDENTIAL_VALUE.match(written)
+                or value is None
+            ):
+                continue
+            yield node_finding(
+                rule,
+                value,
+                f"container '{container.name}' of {container.workload} sets {env_name} with a plain `value` (***): "
+                "the credential is in the manifest (or, left as a placeholder, is passed literally) and in the "
+                "pod spec anyone who can read pods sees; use valueFrom.secretKeyRef",
+                severity=Severity.WARNING,
+                help=f"valueFrom: {{secretKeyRef: {{name: <secret>, key: {env_name.lower()}}}}}",
+            )
 
 
 def _declared_in(stages: list[Stage], name: str) -> bool:
@@ -349,3 +428,184 @@ class InlineToken(Rule):
                         help="pass the password at run time (a secret), or lock the account (passwd -l)",
                     )
                     break
+
+
+# openssl subcommands that always write a new private key
+_OPENSSL_KEYGEN = frozenset({"genrsa", "genpkey", "gendsa"})
+# ssh-keygen modes that read or convert keys instead of generating one (its man page, "SYNOPSIS")
+_SSH_KEYGEN_QUERIES = frozenset(
+    {
+        "-l",
+        "-y",
+        "-F",
+        "-R",
+        "-H",
+        "-L",
+        "-Q",
+        "-c",
+        "-p",
+        "-s",
+        "-e",
+        "-i",
+        "-k",
+        "-B",
+        "-D",
+        "-r",
+        "-G",
+        "-T",
+    }
+    | {"-M", "-Y", "-K", "-?", "--help"}
+)
+# repository scripts named for making a certificate or key pair: generate_cert.sh, gen-certs.sh,
+# create_ssl.sh, make-selfsigned-cert.sh, generate_keys.sh
+_KEYGEN_SCRIPT_RE = lazy_re(
+    r"^(?:gen|generate|create|make|mk)[_-]?(?:self[_-]?signed[_-]?|ssl[_-]?|tls[_-]?|https[_-]?)*"
+    r"(?:certs?|certificates?|keys?|keypair|ssl|tls)\.(?:sh|bash|py)$",
+    re.I,
+)
+# what such a script (read from the build context when it is there) runs to make a key
+_KEYGEN_TEXT_RE = lazy_re(
+    r"openssl\s+(?:genrsa|genpkey|gendsa|ecparam\b[^\n]*-genkey|req\b[^\n]*-(?:newkey|x509))|ssh-keygen\b"
+    r"|\bmkcert\b|certtool\s[^\n]*--generate-privkey|rsa\.generate_private_key|ec\.generate_private_key"
+)
+
+
+def _generated_key(cmd: Command) -> tuple[str, list[str]] | None:
+    """What ``cmd`` generates (a description) and where the key goes, when it makes a private key."""
+    values = cmd.arg_values
+    name = cmd.name
+    outs = [r.target for r in cmd.redirects if r.target not in ("/dev/null", "&1", "&2", "1", "2")]
+
+    def flag(*names: str) -> list[str]:
+        found = []
+        for i, value in enumerate(values):
+            if value in names and i + 1 < len(values):
+                found.append(values[i + 1])
+        return found
+
+    if name == "openssl" and values:
+        sub = values[0]
+        if sub in _OPENSSL_KEYGEN or (sub == "ecparam" and "-genkey" in values):
+            return f"openssl {sub}", flag("-out") + outs
+        if sub == "req" and ("-newkey" in values or ("-x509" in values and "-key" not in values)):
+            keyout = flag("-keyout")
+            return "openssl req -newkey/-x509", keyout or ["privkey.pem"]
+        return None
+    if name == "ssh-keygen":
+        if any(v in _SSH_KEYGEN_QUERIES for v in values):
+            return None
+        if "-A" in values:
+            return "ssh-keygen -A (the SSH host keys)", ["/etc/ssh/ssh_host_*"]
+        return "ssh-keygen", flag("-f") or ["~/.ssh/id_*"]
+    if name == "mkcert" and values and not set(values) <= {"-CAROOT", "-help", "-version", "-uninstall"}:
+        return "mkcert", flag("-key-file") or ["*-key.pem"]
+    if name == "certtool" and any(v in ("--generate-privkey", "-p") for v in values):
+        return "certtool --generate-privkey", flag("--outfile") + outs
+    return None
+
+
+def _removed(paths: list[str], commands: list[Command]) -> bool:
+    """Does an ``rm`` of the same RUN delete every one of these key paths (or a directory above it)?"""
+    removed = [
+        v.rstrip("/") for c in commands if c.name == "rm" for v in c.arg_values if not v.startswith("-")
+    ]
+    if not paths or not removed:
+        return False
+    return all(
+        any(
+            path == r
+            or fnmatch.fnmatchcase(path, r)
+            or fnmatch.fnmatchcase(r, path)
+            or path.startswith(r + "/")
+            for r in removed
+        )
+        for path in paths
+    )
+
+
+@register
+class PrivateKeyGeneratedAtBuild(Rule):
+    code = "GL604"
+    slug = "private-key-generated-at-build"
+    severity = Severity.WARNING
+    fix_safety = FixSafety.SUGGEST
+    summary = "A private key is generated during the build and shipped in the image"
+    what = """
+        Finds a `RUN` of the shipped image that makes a private key: `openssl
+        genrsa`/`genpkey`/`ecparam -genkey`, `openssl req -newkey` or `-x509`
+        without `-key` (a self-signed certificate and its key), `ssh-keygen`
+        (`-A`: the SSH host keys), `mkcert`, `certtool --generate-privkey`, or a
+        repository script named for it (`generate_cert.sh`, `gen-keys.sh`; read
+        from the build context when it is there, and reported only if it runs
+        one of those). Not reported: keys made when the container starts (CMD,
+        ENTRYPOINT, an entrypoint script), keys the same `RUN` deletes, builder
+        stages, and reading or converting keys (`ssh-keygen -l`, `openssl req
+        -key existing.pem`).
+    """
+    why = """
+        The key is in a layer: every container of the image, and everyone who
+        can pull it, has the same private key. A TLS key anyone can extract lets
+        them impersonate the server or decrypt its traffic; shared SSH host keys
+        let one container pose as any other.
+    """
+    example = """
+        RUN openssl req -x509 -newkey rsa:4096 -nodes -days 365 \\
+            -subj "/CN=localhost" -keyout /app/key.pem -out /app/cert.pem
+        CMD ["python", "server.py", "--ssl-key", "/app/key.pem"]
+    """
+    instead = """
+        Make the key when the container starts (or mount a real one as a secret):
+
+        COPY entrypoint.sh /entrypoint.sh
+        # entrypoint.sh: [ -f /certs/key.pem ] || openssl req -x509 -newkey ... -keyout /certs/key.pem
+        ENTRYPOINT ["/entrypoint.sh"]
+    """
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        for stage in ctx.shipped_stages():
+            for instr in stage.instructions:
+                if instr.keyword != "RUN":
+                    continue
+                commands = ctx.commands(instr)
+                for cmd in commands:
+                    made = _generated_key(cmd) or self._script(ctx, stage, instr, cmd)
+                    if made is None:
+                        continue
+                    what, paths = made
+                    if _removed(paths, commands):
+                        continue  # a key made for one step and deleted in the same layer
+                    yield self.finding(
+                        ctx,
+                        f"{what} generates a private key during `docker build`: it is stored in a layer, so every "
+                        "container of the image and everyone who can pull it share one private key; generate it "
+                        "when the container starts, or mount a real key as a secret",
+                        line=cmd.line,
+                        column=cmd.argv[0].column,
+                        help="generate the key at container start (entrypoint) or mount it as a secret",
+                    )
+
+    def _script(
+        self, ctx: LintContext, stage: Stage, instr: Instruction, cmd: Command
+    ) -> tuple[str, list[str]] | None:
+        """A repository script named for making a certificate or key (``./generate_cert.sh``)."""
+        from gpulint.buildcontext import context_file_for
+
+        words = (
+            [cmd.argv[0].value, *cmd.arg_values[:1]]
+            if cmd.name in ("sh", "bash", "python", "python3")
+            else [cmd.argv[0].value]
+        )
+        for word in words:
+            base = posixpath.basename(word)
+            if "$" in word or not _KEYGEN_SCRIPT_RE.match(base):
+                continue
+            local = context_file_for(ctx, stage, instr, word)
+            if local is not None and local.is_file():
+                try:
+                    text = local.read_text("utf-8", "replace")[:262144]
+                except OSError:
+                    text = ""
+                if not _KEYGEN_TEXT_RE.search(text):
+                    continue  # the script is there and makes no key
+            return f"{base} (a script named for making a certificate or key)", []
+        return None
