@@ -779,8 +779,24 @@ def dev_environment(ctx: LintContext, chain: list[Stage]) -> str | None:
 
 
 def build_container(ctx: LintContext, chain: list[Stage]) -> str | None:
-    """A build environment: compilers or build drivers installed on purpose and a build tree on a loader
-    or search path that the Dockerfile never builds itself (it is built when the container runs)."""
+    """A build environment: an image people build in, or whose product is a build.
+
+    - compilers or build drivers installed on purpose and a build tree on a loader or search path
+      that the Dockerfile never builds itself (it is built when the container runs);
+    - with no entry of its own: a toolchain no step of the Dockerfile uses (it is there for the
+      people who build in the container), wheels built for other images to install (`pip wheel`
+      whose wheels this image never installs), or TensorFlow's source-build settings
+      (`TF_NEED_CUDA`...) with no build run (the build runs in the container).
+    """
+    found = _build_tree_on_path(ctx, chain)
+    if found is None and not own_entry(chain):
+        found = (
+            _unused_toolchain(ctx, chain) or _wheel_builder(ctx, chain) or _build_settings_only(ctx, chain)
+        )
+    return found
+
+
+def _build_tree_on_path(ctx: LintContext, chain: list[Stage]) -> str | None:
     tools = [
         spec.name
         for stage in chain
@@ -802,3 +818,102 @@ def build_container(ctx: LintContext, chain: list[Stage]) -> str | None:
                     if any(_BUILD_DIR_RE.match(part) for part in entry.split("/")):
                         return f"installs {tools[0]} and puts the build tree {entry} on {key}"
     return None
+
+
+# commands that build nothing: package managers, file, user and locale administration, downloads
+_INERT_COMMANDS = frozenset(
+    {
+        "apt-get", "apt", "aptitude", "yum", "dnf", "microdnf", "apk", "zypper", "rpm", "dpkg",
+        "add-apt-repository", "apt-key", "apt-mark", "update-alternatives", "yum-config-manager",
+        "rm", "ln", "mkdir", "cp", "mv", "chmod", "chown", "chgrp", "touch", "echo", "printf", "tee",
+        "cat", "sed", "true", "cd", "export", "ls", "useradd", "adduser", "groupadd", "addgroup",
+        "usermod", "passwd", "chpasswd", "locale-gen", "update-locale", "dpkg-reconfigure", "ldconfig",
+        "wget", "curl", "git", "tar", "unzip", "gzip", "gpg", "ulimit", "set", "source", ".",
+    }
+)  # fmt: skip
+# compilers, build drivers and the CUDA compiler, as apt/yum name them
+_USER_TOOLCHAIN_RE = lazy_re(
+    r"^(build-essential|gcc(-\d+)?|g\+\+(-\d+)?|gcc-c\+\+|clang(-\d+)?|cmake|ninja-build|make|autoconf"
+    r"|automake|gfortran|devtoolset-\d+(-toolchain)?|cuda-toolkit(-\d+(-\d+)?)?|cuda-nvcc(-\d+-\d+)?)$"
+)
+
+
+def _unused_toolchain(ctx: LintContext, chain: list[Stage]) -> str | None:
+    """Compilers or build drivers installed, and no later step runs anything but package, file and user
+    administration: nothing in the Dockerfile uses them, the people who build in the container do."""
+    tool: str | None = None
+    for stage in reversed(chain):
+        for instr in stage.instructions:
+            if instr.keyword != "RUN":
+                continue
+            commands = ctx.commands(instr)
+            start = 0
+            if tool is None:
+                by_command = {id(cmd): install for cmd, install in ctx.installs(instr)}
+                for i, cmd in enumerate(commands):
+                    install = by_command.get(id(cmd))
+                    if install is None or install.manager not in ("apt", "yum"):
+                        continue
+                    names = [s.name for s in install.packages if s.name and _USER_TOOLCHAIN_RE.match(s.name)]
+                    if names:
+                        tool, start = names[0], i + 1
+                        break
+                else:
+                    continue
+            if any(cmd.name not in _INERT_COMMANDS for cmd in commands[start:]):
+                return None
+    if tool is None:
+        return None
+    return f"installs {tool} that no step of the Dockerfile uses: it is there for builds in the container"
+
+
+_WHEEL_FILE_RE = lazy_re(r"\.whl\b")
+
+
+def _wheel_builder(ctx: LintContext, chain: list[Stage]) -> str | None:
+    """`pip wheel` (or `setup.py bdist_wheel`) whose wheels no later pip install of the image takes:
+    the image exists to build wheels that other images install."""
+    built: str | None = None
+    for stage in reversed(chain):
+        for instr in stage.instructions:
+            for cmd in ctx.commands(instr):
+                values = cmd.arg_values
+                if built is None:
+                    if parse_pip_wheel(cmd) is not None:
+                        built = "pip wheel"
+                    elif (
+                        re.match(r"^python[\d.]*$", cmd.name)
+                        and values[:1] == ["setup.py"]
+                        and "bdist_wheel" in values
+                    ):
+                        built = "setup.py bdist_wheel"
+                    continue
+                takes_wheels = any(_WHEEL_FILE_RE.search(v) for v in values) or any(
+                    v in ("-f", "--find-links", "--no-index") or v.startswith("--find-links=") for v in values
+                )
+                if (cmd.name.startswith("pip") or "pip" in values[:2]) and takes_wheels:
+                    return None
+    if built is None:
+        return None
+    return f"builds wheels ({built}) that the image never installs: it is a build image for other images"
+
+
+def _build_settings_only(ctx: LintContext, chain: list[Stage]) -> str | None:
+    """TensorFlow's source-build settings (`ENV TF_NEED_CUDA=1`...) that no step of the Dockerfile builds
+    with: they are set for the builds people run in the container (data: packages.source_build_settings)."""
+    table: dict[str, list[str]] = _packages_table()["source_build_settings"]
+    variables = set(table["variables"])
+    builders = set(table["builders"])
+    setting: str | None = None
+    for stage in chain:
+        for instr in stage.instructions:
+            if instr.keyword == "ENV" and setting is None:
+                setting = next((key for key, _ in instr.key_values() if key in variables), None)
+            elif instr.keyword == "RUN":
+                for cmd in ctx.commands(instr):
+                    script = cmd.arg_values[:1] if re.match(r"^python[\d.]*$", cmd.name) else []
+                    if cmd.name in builders or any(v.rsplit("/", 1)[-1] in builders for v in script):
+                        return None
+    if setting is None:
+        return None
+    return f"sets {setting} for a source build that no step of the Dockerfile runs: it runs in the container"

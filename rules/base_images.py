@@ -51,7 +51,9 @@ class DevelFinalStage(Rule):
         nor images whose entry
         is a workspace (a shell, Jupyter, sshd, `sleep infinity`), build
         containers (compilers installed and a build tree on `LD_LIBRARY_PATH`
-        or `PATH`), dev containers (no CMD/ENTRYPOINT of their own and a user
+        or `PATH`; with no entry of their own: compilers that no step of the
+        Dockerfile uses, wheels built for other images, TensorFlow's
+        `TF_NEED_CUDA`-style build settings with no build run), dev containers (no CMD/ENTRYPOINT of their own and a user
         with password-less sudo), NGC framework images
         extended with no entry of their own, NGC JAX (XLA runs the image's
         ptxas), `CMAKE_ARGS` with CUDA on in an ENV (pip's CMake builds), and

@@ -836,8 +836,10 @@ class BuildToolsShipped(Rule):
         code on import (mujoco-py), entry scripts or copied sources that call
         `torch.utils.cpp_extension.load()`, JAX on the image's own CUDA. Nor are
         workspaces (a shell, Jupyter, sshd or `sleep infinity` as the entry),
-        build containers (compilers and a build tree on `LD_LIBRARY_PATH`), and
-        dev containers (no CMD/ENTRYPOINT of their own and a user with
+        build containers (compilers and a build tree on `LD_LIBRARY_PATH`; with
+        no entry of their own: compilers that no step of the Dockerfile uses,
+        wheels built for other images to install, TensorFlow's `TF_NEED_CUDA`-style
+        build settings with no build run), and dev containers (no CMD/ENTRYPOINT of their own and a user with
         password-less sudo).
     """
     why = """

@@ -346,7 +346,22 @@ def test_jax_on_the_image_cuda_keeps_the_toolkit() -> None:
         # no entry of its own and password-less sudo: a dev container; compilers or editors alone are not
         (["RUN useradd -m dev && echo 'dev ALL=(root) NOPASSWD:ALL' > /etc/sudoers.d/dev"], True),
         (["RUN apt-get update && apt-get install -y tmux vim && rm -rf /var/lib/apt/lists/*"], False),
-        (["RUN apt-get update && apt-get install -y g++ cmake && rm -rf /var/lib/apt/lists/*"], False),
+        (
+            [
+                "RUN apt-get update && apt-get install -y g++ cmake && rm -rf /var/lib/apt/lists/*",
+                "RUN pip install --no-cache-dir transformers==4.44.2",
+            ],
+            False,
+        ),
+        # compilers that no step of the Dockerfile uses, and no entry: a toolchain image people build in
+        (["RUN apt-get update && apt-get install -y g++ cmake && rm -rf /var/lib/apt/lists/*"], True),
+        (
+            [
+                "RUN apt-get update && apt-get install -y g++ cmake && rm -rf /var/lib/apt/lists/*",
+                'CMD ["/app"]',
+            ],
+            False,
+        ),
         # the same with an entry of its own is an application image
         (
             [

@@ -248,11 +248,13 @@ def test_gl506() -> None:
 
 
 def test_gl507() -> None:
-    found = run(
-        CUDA + "RUN apt-get install -y build-essential python3-dev libgomp1 libcudnn9-dev-cuda-12\n", "GL507"
-    )
+    install = "RUN apt-get install -y build-essential python3-dev libgomp1 libcudnn9-dev-cuda-12\n"
+    found = run(CUDA + install + 'CMD ["/app"]\n', "GL507")
     assert lines(found) == [2]
     assert "(build-essential, python3-dev, libcudnn9-dev-cuda-12)" in found[0].message
+    # no entry of its own and no step that uses them: a toolchain for the people who build in the container
+    assert run(CUDA + install, "GL507") == []
+    assert lines(run(CUDA + install + "RUN pip install --no-cache-dir psutil==6.1.0\n", "GL507")) == [2]
     purged = (
         "RUN apt-get install -y build-essential && make && apt-get -y purge --auto-remove build-essential\n"
     )
@@ -290,6 +292,7 @@ def test_gl507_leaves_development_images_alone(tmp_path: Path) -> None:
         "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
         "RUN apt-get update && apt-get install -y --no-install-recommends cmake libeigen3-dev "
         "&& rm -rf /var/lib/apt/lists/*\n"
+        'CMD ["/app"]\n'
     )
     for name, reported in (
         (".devcontainer/Dockerfile", False),
