@@ -820,7 +820,12 @@ class IncompatibleCompanions(Rule):
           another C++ ABI than torch's wheels use, or another Python than the image's;
         - torch pinned to a release its only index never had (`torch==2.3.0` from
           `/whl/cu124`: cu124 wheels start at 2.4.0; cu121 stops at 2.5.1), or a
-          `+cuXYZ` label that release was never built with.
+          `+cuXYZ` label that release was never built with;
+        - triton pinned with (or after) a torch whose wheels require another triton
+          series (torch 2.3 requires triton 2.3, torch 2.4 triton 3.0);
+        - a compiled torch extension (flash-attn, apex, torch-scatter, mamba-ssm...)
+          installed on one torch, then torch changed to another version by a later
+          install: reported at the extension.
     """
     why = """
         pip either refuses the set, or - worse - replaces your torch with the one
@@ -899,9 +904,11 @@ class IncompatibleCompanions(Rule):
                         f"then fail to load; keep torch {required} or pin the {name} release built for torch "
                         f"{torch_version}",
                     )
+            yield from self._triton(ctx, stage, torch, installed.get("triton"), own)
             yield from self._flash_wheels(ctx, stage, torch, own)
         for stage in ctx.stages:
             yield from self._missing_builds(ctx, stage)
+            yield from self._extensions_under_torch_change(ctx, stage)
 
     def _missing_builds(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
         """torch==X from a download.pytorch.org/whl/cuXYZ index that has no build of X (the series table's
@@ -942,6 +949,104 @@ class IncompatibleCompanions(Rule):
                     f"built for {', '.join(variants)} only, so pip fails with 'No matching distribution found'; "
                     f"use the index of one of those variants, or a torch release that has a {tag} build",
                 )
+
+    def _triton(
+        self, ctx: LintContext, stage: Stage, torch: Installed, triton: Installed | None, own: set[int]
+    ) -> Iterator[Finding]:
+        """triton pinned to another series than the one torch's wheels require (torch 2.3.0 requires
+        triton==2.3.0): pip refuses the set, or - installed after torch - torch.compile loads a triton
+        its Inductor was not written for."""
+        if triton is None or triton.item is None or id(triton.item) not in own:
+            return
+        info = series_info(torch.version)
+        if info is None or "triton" not in info or _prerelease(torch.version) or _prerelease(triton.version):
+            return
+        if torch.item is not None:
+            variant = _variant(torch.item)
+            if variant is not None and variant.kind == "rocm":
+                return  # ROCm builds use pytorch-triton-rocm, not triton
+            order = [id(item) for s in reversed(stage.chain()) for item in pip_specs(ctx, s)]
+            if (
+                id(torch.item) in order
+                and id(triton.item) in order
+                and torch.item.install is not triton.item.install
+                and order.index(id(torch.item)) > order.index(id(triton.item))
+            ):
+                return  # torch installed after it: pip moves triton to torch's own requirement
+        wanted = str(info["triton"])
+        if torch_series(triton.version) == torch_series(wanted):
+            return
+        yield self._at(
+            ctx,
+            triton.item,
+            f"triton=={triton.version} does not belong to torch {torch.version} ({torch.how}): torch "
+            f"{torch_series(torch.version)}'s wheels require triton {torch_series(wanted)}.x ({wanted} for its "
+            f"latest patch release), so pip refuses the set or torch.compile/Inductor fails on the other "
+            f"triton; pin triton {torch_series(wanted)}.* or leave triton to torch's own requirement",
+        )
+
+    def _extensions_under_torch_change(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
+        """A compiled torch extension (flash-attn, apex, torch-scatter...) installed, then torch changed
+        by a later install: the extension's kernels were built against the other torch's C++ ABI."""
+        abi_bound = set(data.load("kernels")["torch_abi_extensions"])
+        torch_pins: dict[str, dict[str, str]] = data.load("kernels")["torch_pins"]
+        base = ctx.base_info(stage)
+        now: str | None = None
+        how = ""
+        if base is not None and base.family == "pytorch" and base.framework_version:
+            now, how = base.framework_version, f"torch {base.framework_version} of the base image"
+        own = {id(item) for item in pip_specs(ctx, stage)}
+        pending: list[tuple[Located, str]] = []
+        groups: list[list[Located]] = []
+        for s in reversed(stage.chain()):
+            for item in pip_specs(ctx, s):
+                if groups and groups[-1][0].install is item.install:
+                    groups[-1].append(item)
+                else:
+                    groups.append([item])
+        for group in groups:
+            install = group[0].install
+            torches = [i for i in group if i.spec.name == "torch"]
+            if torches:
+                new = _effective_version(torches[0])
+                changes = (
+                    install.has("-U", "--upgrade", "--force-reinstall", "--pre")
+                    or torches[0].spec.kind != "requirement"
+                )
+                if new is not None and now is not None and new != now:
+                    for ext, then in pending:
+                        if id(ext) not in own:
+                            continue
+                        yield self._at(
+                            ctx,
+                            ext,
+                            f"`{ext.spec.raw}` is a compiled torch extension, installed on {then}; "
+                            f"{_where(torches[0])} then installs torch {new}: its kernels were built against "
+                            f"the other torch's C++ ABI and fail to load ('undefined symbol'); install "
+                            f"{ext.spec.name} after the torch change (the build for torch {new})",
+                        )
+                if new is not None:
+                    now, how = new, f"torch {new} ({_where(torches[0])})"
+                    pending = []
+                elif changes:
+                    now, how, pending = None, "", []
+            if now is None:
+                continue
+            for item in group:
+                name = item.spec.name
+                if name not in abi_bound or item.spec.kind == "path":
+                    continue
+                version = _effective_version(item)
+                if name in torch_pins and version in torch_pins[name]:
+                    continue  # its exact torch requirement is judged against the final torch above
+                then = how
+                if (
+                    not torches
+                    and not install.no_deps
+                    and install.has("-U", "--upgrade", "--force-reinstall")
+                ):
+                    then = f"{how}, or the newest torch its {'--force-reinstall' if install.has('--force-reinstall') else '--upgrade'} pulls with it"
+                pending.append((item, then))
 
     def _at(self, ctx: LintContext, item: Located, message: str) -> Finding:
         return _report_at(self, ctx, item.spec, message)
@@ -1237,6 +1342,11 @@ class UnpinnedPythonPackage(Rule):
                 yield _report_at(
                     self, ctx, spec, f"{name}{constraint}; pin {name}==<version> for reproducible builds"
                 )
+
+
+def _where(item: Located) -> str:
+    spec = item.spec
+    return f"{spec.source}:{spec.word.line}" if spec.source else f"line {spec.word.line}"
 
 
 def _prerelease(version: str) -> bool:
