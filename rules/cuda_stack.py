@@ -10,11 +10,19 @@ from gpulint.context import LintContext
 from gpulint.cudabuild import GENERIC_BUILDERS, CompileSignal, compile_signals, nvcc_probes, run_exports
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
-from gpulint.frameworks import Variant, framework_cuda, series_info, torch_series, torch_variant
+from gpulint.frameworks import (
+    Variant,
+    cu_to_version,
+    framework_cuda,
+    series_info,
+    torch_series,
+    torch_variant,
+)
 from gpulint.gpubase import BaseInfo
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
+from gpulint.shell import Word
 
 _TOOLKIT_PACKAGE_RE = lazy_re(
     r"^(cuda-toolkit(-\d+(-\d+)?)?|cuda-nvcc(-\d+-\d+)?|cuda-minimal-build(-\d+-\d+)?|cuda-compiler(-\d+-\d+)?"
@@ -272,7 +280,9 @@ class RedundantCudaStack(Rule):
         `tensorflow[and-cuda]` and `nvidia-*-cu12` wheels on such an image or on
         an NGC framework image (and torch's CUDA build on an NGC image of another
         framework), and apt/yum CUDA toolkit, CUDA library, cuDNN or NCCL
-        packages on an NGC image; conda's `cudatoolkit`/`pytorch-cuda`/`cudnn` and the
+        packages on an NGC image; libtorch's CUDA `with-deps` archive (CUDA
+        runtime, cuBLAS, cuDNN in libtorch/lib) next to a system CUDA stack;
+        conda's `cudatoolkit`/`pytorch-cuda`/`cudnn` and the
         distribution's `nvidia-cuda-toolkit`/`nvidia-cudnn` on an nvidia/cuda
         runtime or devel image; apt CUDA libraries or cuDNN on a slim base next
         to torch's CUDA wheels; and a cuDNN flavour under a stage that compiles
@@ -303,6 +313,7 @@ class RedundantCudaStack(Rule):
         if not chain:
             return
         info = ctx.base_info(chain[-1])
+        yield from self._libtorch_bundles(ctx, chain, info)
         if info is not None and info.family == "ngc":
             yield from self._on_ngc(ctx, chain, info)
             return
@@ -432,6 +443,33 @@ class RedundantCudaStack(Rule):
         """A finding at the requirement's word."""
         return self.finding(ctx, message, line=spec.word.line, column=spec.word.column, help=help)
 
+    def _libtorch_bundles(
+        self, ctx: LintContext, chain: list[Stage], info: BaseInfo | None
+    ) -> Iterator[Finding]:
+        """libtorch's CUDA "with-deps" archive (its CUDA runtime, cuBLAS and cuDNN in libtorch/lib)
+        downloaded into a shipped stage that has a system CUDA stack: the base's or apt/yum's."""
+        system = system_cuda_stack(ctx, chain, info)
+        if system is None:
+            return
+        for stage in reversed(chain):
+            for instr in stage.instructions:
+                for word in _download_words(ctx, instr):
+                    match = _LIBTORCH_BUNDLE_RE.search(word.value)
+                    if match is None:
+                        continue
+                    cuda = cu_to_version(match.group("cu"))
+                    yield self.finding(
+                        ctx,
+                        f"libtorch's with-deps archive for CUDA {cuda} carries its own CUDA runtime, cuBLAS and "
+                        f"cuDNN in libtorch/lib (GBs), and the image also has {system}: two copies of the "
+                        "CUDA stack, and which one a library loads depends on load order and rpath; take the "
+                        "`shared-without-deps` archive of the same release (it links the system CUDA), or drop "
+                        "the system CUDA libraries and keep only what compiling needs",
+                        line=word.line,
+                        column=word.column,
+                        help="one CUDA stack: libtorch's shared-without-deps archive on the system CUDA",
+                    )
+
     def _on_ngc(self, ctx: LintContext, chain: list[Stage], info: BaseInfo) -> Iterator[Finding]:
         """NGC framework images carry the whole CUDA SDK: pip CUDA wheels of another framework
         (jax[cuda12], tensorflow[and-cuda], torch on a non-PyTorch image) are a second stack.
@@ -519,8 +557,45 @@ _NGC_SYSTEM_STACK = lazy_re(
     r"|libnccl2|libnccl-dev|nvidia-cuda-toolkit|nvidia-cudnn)$"
 )
 _SYSTEM_CUDA_LIBS = lazy_re(
-    r"^(cuda-toolkit|cuda-libraries|cuda-runtime|libcudnn\d|libcublas|nvidia-cuda-toolkit)"
+    r"^(cuda-toolkit|cuda-libraries|cuda-runtime|libcudnn\d|cudnn(\d+(-cuda-\d+)?)?$|libcublas|nvidia-cuda-toolkit)"
 )
+# libtorch's C++ archives: download.pytorch.org/libtorch/<cuXYZ>/libtorch-[cxx11-abi-]shared-with-deps-
+# <ver>+<cuXYZ>.zip. A "with-deps" CUDA build copies the CUDA libraries it links (libcudart,
+# libcublas/Lt, libcudnn*, libnvrtc, libnvToolsExt) into libtorch/lib. Source: pytorch/builder
+# manywheel/build_cuda.sh, DEPS_LIST ("Bundling with cudnn and cublas" for builds without pip
+# requirements, which libtorch is). "without-deps" CUDA archives exist as well
+# (libtorch-cxx11-abi-shared-without-deps-1.13.0+cu117 on download.pytorch.org/libtorch/cu117/).
+_LIBTORCH_BUNDLE_RE = lazy_re(r"libtorch-[\w-]*-with-deps-[^/\s]*(?:\+|%2[Bb])(?P<cu>cu\d{2,3})\b")
+_DOWNLOADERS = frozenset({"wget", "curl", "aria2c"})
+
+
+def _download_words(ctx: LintContext, instr: Instruction) -> Iterator[Word]:
+    """The arguments of wget/curl/aria2c in a RUN (and of ADD, as written): where a URL would be."""
+    if instr.keyword == "ADD":
+        sources, _dest = instr.copy_operands()
+        for source in sources:
+            yield Word(source, source, instr.line, 1)
+        return
+    for cmd in ctx.commands(instr):
+        if cmd.name in _DOWNLOADERS:
+            yield from cmd.args
+
+
+def system_cuda_stack(ctx: LintContext, chain: list[Stage], info: BaseInfo | None) -> str | None:
+    """The CUDA libraries a shipped chain has outside Python: a runtime/devel nvidia/cuda or NGC base,
+    or apt/yum CUDA libraries or cuDNN. None when there are none that gpulint can see."""
+    if info is not None and info.family == "nvidia-cuda" and info.flavour in ("runtime", "devel"):
+        return f"the CUDA libraries of its {info.flavour} base"
+    if info is not None and info.family == "ngc":
+        return "the CUDA SDK and cuDNN of its NGC base"
+    for stage in reversed(chain):
+        for _instr, _cmd, install in ctx.stage_installs(stage):
+            if install.manager not in ("apt", "yum"):
+                continue
+            for spec in install.packages:
+                if spec.name and _SYSTEM_CUDA_LIBS.match(spec.name):
+                    return f"{spec.name} from the system packages (line {spec.word.line})"
+    return None
 
 
 # COPY --from sources that are (or hold) a Python environment: site-packages, a venv, a conda
