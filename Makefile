@@ -50,6 +50,7 @@ bench:
 ## diff against the verdicts, precision per rule and recall per category.
 realworld: $(STAMP)
 	$(BIN)/python benchmarks/realworld.py --json build/realworld-report.json $(REALWORLD_ARGS)
+	$(BIN)/python benchmarks/optimize_realworld.py --json build/optimize-realworld.json
 
 ## The large fuzz job (issue #9): >= 100k generated inputs over tests/test_fuzz_*.py (the normal
 ## suite runs 40 per test). Counts per target go to build/fuzz-counts.json.

@@ -302,7 +302,10 @@ class _Builder:
                 # compose (and kubectl) refuse it; last-wins would let a second `services:` hide
                 # the first one's GPU services from every rule
                 first = pairs[key.raw][0]
-                name = key.raw if len(key.raw) <= 80 else key.raw[:77] + "..."
+                from .secrets import redact_secrets  # before the cut: a cut token looks like none
+
+                raw = redact_secrets(key.raw)
+                name = raw if len(raw) <= 80 else raw[:77] + "..."
                 raise ManifestError(
                     f"{self.path}:{key.line}:{key.column}: invalid YAML: mapping key {name!r} "
                     f"already defined at line {first.line}"

@@ -360,7 +360,10 @@ def _inside(el: Element, line: int, column: int) -> bool:
 
 
 def _short(text: str, width: int = 60) -> str:
-    one = " ".join(text.replace("\\\n", " ").split())
+    """A command quoted in a message: redacted BEFORE it is cut (a cut token no longer looks like one)."""
+    from .secrets import redact_secrets
+
+    one = redact_secrets(" ".join(text.replace("\\\n", " ").split()))
     return one if len(one) <= width else one[: width - 3] + "..."
 
 
@@ -863,7 +866,7 @@ def optimize(
         f"# Rewritten by `gpulint optimize` {__version__} from {path}. What changed, and why:",
     ]
     for change in changes:
-        header.extend(_wrap(f"- {change}", "#   "))
+        header.extend(wrap_comment(f"- {change}", "#   "))
     header.append("# Review it: build it and run your tests before shipping it.")
     while builder and not builder[-1].startswith(("RUN ", "FROM ")):
         builder.pop()  # what the builder would do after its last RUN is not used
@@ -1013,7 +1016,8 @@ def _weights_dir(instr: Instruction, workdir: str) -> str:
     return posixpath.dirname(dest) or "/"
 
 
-def _wrap(text: str, indent: str, width: int = 100) -> list[str]:
+def wrap_comment(text: str, indent: str, width: int = 100) -> list[str]:
+    """``text`` as comment lines of at most ``width`` characters (the rewrite headers)."""
     import textwrap
 
     return textwrap.wrap(
@@ -1065,10 +1069,9 @@ def _command() -> Any:
         try:
             result = optimize(text, dockerfile, args, context, config)
         except Refused as refused:
-            for reason in refused.reasons:
-                click.echo(f"gpulint: optimize: {dockerfile}: {redact_secrets(reason)}", err=True)
-            click.echo(f"gpulint: optimize: {dockerfile}: not rewritten (nothing was written)", err=True)
-            return 1
+            return _slim_in_place(
+                text, dockerfile, output, {**config.build_args, **args}, context, config, refused
+            )
         if output is None or output == "-":
             click.echo(result.text, nl=False)
         else:
@@ -1098,6 +1101,55 @@ def _command() -> Any:
         return 0
 
     return optimize_command
+
+
+def _slim_in_place(
+    text: str,
+    dockerfile: str,
+    output: str | None,
+    build_args: dict[str, str],
+    context: str,
+    config: Config,
+    refused: Refused,
+) -> int:
+    """No safe builder/runtime split: the safe layers in place (exit 0), or the plan (exit 1)."""
+    from pathlib import Path
+
+    import click
+
+    from .cli import _write_atomic
+    from .secrets import redact_secrets
+    from .slimming import slim
+
+    def say(message: str) -> None:
+        click.echo(f"gpulint: optimize: {dockerfile}: {redact_secrets(message)}", err=True)
+
+    slimmed = slim(text, dockerfile, build_args, context, config, refused.reasons)
+    if slimmed.changes and slimmed.better:
+        if output is None or output == "-":
+            click.echo(slimmed.text, nl=False)
+        else:
+            _write_atomic(Path(output), slimmed.text)
+        say("not split into a builder and a runtime stage (" + "; ".join(refused.reasons[:3]) + ")")
+        say(
+            f"slimmed in place instead: {len(slimmed.changes)} change(s); size findings "
+            f"{len(slimmed.before)} -> {len(slimmed.left)}"
+            + ("" if output in (None, "-") else f"; wrote {output}")
+        )
+        return 0
+    # one sentence why, then the plan: what stands in the way, and each size finding to fix by hand
+    if not slimmed.before:
+        say("not rewritten: gpulint finds no size problem (GL101, GL301/GL302, GL5xx) in it")
+        return 1
+    say(
+        f"not rewritten: no builder/runtime split ({refused.reasons[0]}), and none of its "
+        f"{len(slimmed.before)} size finding(s) has a safe automatic fix; the plan:"
+    )
+    for reason in refused.reasons[1:]:
+        say(f"  blocked: {reason}")
+    for finding in slimmed.before:
+        say(f"  line {finding.line}: {finding.code} {finding.message}")
+    return 1
 
 
 def optimize_command() -> Any:

@@ -1,0 +1,150 @@
+"""The layers of confidence `gpulint optimize` falls back to when a builder/runtime split is not safe.
+
+An expert slimming a Dockerfile they cannot fully restructure still does what is safe: the
+hygiene fixes (`--fix`: no apt recommends, no apt lists or pip/conda caches left in a layer),
+and the switch off a devel base when nothing in the image compiles CUDA (GL101's unsafe fix,
+which only offers itself when that is so). Steps gpulint cannot judge stay as they are, where
+they are. :func:`slim` applies those layers to any Dockerfile, multi-stage included, and says
+what each change saves (the rule's own estimate) and what still stands in the way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from . import __version__
+from .config import Config
+from .finding import Finding, Severity
+
+_ONBUILD_RE = re.compile(r"^[ \t]*ONBUILD\b", re.I | re.M)
+# the findings a slimming is judged by: devel images shipped, weights in layers, layer bytes
+SIZE_RULES = ("GL101", "GL301", "GL302", "GL5")
+
+
+def is_size_finding(finding: Finding) -> bool:
+    return finding.code == "GL101" or finding.code.startswith(("GL30", "GL5"))
+
+
+@dataclass
+class Slimmed:
+    """A rewrite in place: ``text`` with ``changes`` (one line each) and the size findings left."""
+
+    text: str
+    changes: list[str]
+    left: list[Finding]
+    before: list[Finding]
+    blocked: list[str] = field(default_factory=list)  # why no builder/runtime split was made
+
+    @property
+    def better(self) -> bool:
+        """Fewer size findings, and no kind of error (rule) the original did not have.
+
+        Rules, not messages: a devel tag that was already deleted upstream (GL105) is still
+        deleted as the runtime tag; that is the original's defect carried, not a new one.
+        """
+        codes_before = {f.code for f in self.before if f.severity is Severity.ERROR}
+        new_errors = [f for f in self.left if f.severity is Severity.ERROR and f.code not in codes_before]
+        return len(self.left) < len(self.before) and not new_errors
+
+
+def _size_config(config: Config) -> Config:
+    return config.merged(select=SIZE_RULES, extend_select=(), ignore=(), severity={})
+
+
+def _change(finding: Finding) -> str:
+    """One header line: where, what the fix does, and what the rule says it costs today."""
+    what = finding.fix.description if finding.fix else finding.slug
+    return f"line {finding.line}: {what} ({finding.code}: {finding.message})"
+
+
+def slim(
+    text: str,
+    path: str,
+    build_args: Mapping[str, str],
+    context_dir: str | None,
+    config: Config,
+    blocked: list[str],
+) -> Slimmed:
+    """The safe hygiene fixes, then the devel -> runtime base switch where GL101 offers it.
+
+    ``blocked`` are the reasons the builder/runtime split was refused: they go into the header,
+    so a reader knows what was not attempted and why.
+    """
+    from .engine import lint
+    from .fixes import fix_text
+
+    size_config = _size_config(config)
+    before = [
+        f for f in lint(path, text, size_config, build_args, None, context_dir).findings if is_size_finding(f)
+    ]
+    hygiene = fix_text(text, path, size_config, build_args, None, context_dir)
+    applied = list(hygiene.applied)
+    current = hygiene.fixed
+    if not _ONBUILD_RE.search(text):  # a base for other builds: they may need its toolchain
+        base_switch = fix_text(
+            current,
+            path,
+            config.merged(select=("GL101",), extend_select=(), ignore=()),
+            build_args,
+            None,
+            context_dir,
+            unsafe=True,
+        )
+        applied += base_switch.applied
+        current = base_switch.fixed
+    left = [
+        f
+        for f in lint(path, current, size_config, build_args, None, context_dir).findings
+        if is_size_finding(f)
+    ]
+    changes = [_change(f) for f in sorted(applied, key=lambda f: (f.line, f.code))]
+    if current == text:
+        return Slimmed(text, [], left, before, blocked)
+    return Slimmed(_with_header(current, path, changes, left, blocked), changes, left, before, blocked)
+
+
+def _with_header(text: str, path: str, changes: list[str], left: list[Finding], blocked: list[str]) -> str:
+    """The header after any parser directives (they must stay first to count), every line redacted.
+
+    The findings still left are named by their line in the rewrite, header included.
+    """
+    lines = text.splitlines(keepends=True)
+    directives = 0
+    for line in lines:
+        name = line.strip().lower().lstrip("#").split("=", 1)[0].strip()
+        if line.lstrip().startswith("#") and "=" in line and name in ("syntax", "escape", "check"):
+            directives += 1
+            continue
+        break
+    eol = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    offset = 0
+    for _ in range(4):  # the header's own length shifts the lines it names: settle it
+        header = _header(path, changes, left, blocked, offset)
+        if len(header) == offset:
+            break
+        offset = len(header)
+    return "".join(lines[:directives]) + eol.join(header) + eol + "".join(lines[directives:])
+
+
+def _header(path: str, changes: list[str], left: list[Finding], blocked: list[str], offset: int) -> list[str]:
+    from .optimize import wrap_comment
+    from .secrets import redact_secrets
+
+    header = [
+        f"# Slimmed by `gpulint optimize` {__version__} from {path}, in place (lines as in {path}). "
+        "What changed, and why:"
+    ]
+    for change in changes:
+        header += wrap_comment(f"- {change}", "#   ")
+    if blocked:
+        header += wrap_comment(
+            "- not split into a builder and a runtime stage: " + "; ".join(blocked[:3]), "#   "
+        )
+    for finding in left:
+        header += wrap_comment(
+            f"- still here (line {finding.line + offset} below): {finding.code} {finding.message}", "#   "
+        )
+    header.append("# Review it: build it and run your tests before shipping it.")
+    return [redact_secrets(line) for line in header]
