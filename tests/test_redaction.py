@@ -145,11 +145,22 @@ def test_diff_output_is_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def test_optimize_refusals_are_redacted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "Dockerfile"
+    # the plan (nothing safe to change): its blockers quote the commands
+    path.write_text(
+        "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n"
+        f"RUN curl -u bob:{PW} https://x/y.tgz -o /y.tgz && tar xzf /y.tgz -C /opt && docker login -p {PW} r.example.com\n"
+        'CMD ["python3"]\n'
+    )
+    code, out, err = run_main(["optimize", str(path)], capsys)
+    assert code == 1 and "not rewritten" in err and "blocked" in err
+    assert not leaked(out + err)
+    # slimmed in place: the rewrite is the user's file (kept as written), its header and messages redacted
     path.write_text(
         "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
         f"RUN curl -u bob:{PW} https://x/y -o /y && docker login -p {PW} r.example.com\n"
         'CMD ["python3"]\n'
     )
     code, out, err = run_main(["optimize", str(path)], capsys)
-    assert code == 1 and "not rewritten" in err
-    assert not leaked(out + err)
+    assert code == 0 and "slimmed in place" in err
+    header = out.split("\nFROM ", 1)[0]
+    assert "curl" in header and not leaked(header + err)
