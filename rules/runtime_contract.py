@@ -810,6 +810,31 @@ def _arch_setting(ctx: LintContext, instr: Instruction, cmd: Command | None) -> 
     return "set"
 
 
+_CMAKE_CUDA_REASON = "configures a CUDA build with cmake"
+_CMAKE_OPTION_RE = lazy_re(r"^-D(\w+)(?::\w+)?=(\S+)$")
+
+
+def _cmake_project_detects(instr: Instruction, cmds: list[Command | None]) -> bool:
+    """Does this CMake configure turn on the CUDA build of a project whose CMakeLists.txt, given no arch
+    list, asks for the build machine's GPU (data: cuda.cmake_native_arch_switches)? Other projects set
+    their own default list, or CMake takes nvcc's: what they build for is not known from the Dockerfile."""
+    switches: dict[str, str] = data.load("cuda")["cmake_native_arch_switches"]
+    native_off = False
+    on = False
+    for cmd in cmds:
+        for text in _arch_texts(instr, cmd):
+            for word in text.split():
+                match = _CMAKE_OPTION_RE.match(word.strip("\"'"))
+                if match is None:
+                    continue
+                name, value = match.group(1), match.group(2).strip("\"'").upper()
+                if name in switches and value in ("ON", "1", "TRUE", "YES"):
+                    on = True
+                elif name in switches.values() and value in ("OFF", "0", "FALSE", "NO"):
+                    native_off = True
+    return on and not native_off
+
+
 def _arch_fix(found: str) -> str:
     """The arch setting that fits the build found: CMake, plain nvcc, or a torch extension."""
     if "cmake" in found or "CMAKE_ARGS" in found:
@@ -835,7 +860,11 @@ class CudaArchListMissing(Rule):
         `-arch`/`-gencode`; also an arch list of `native`, which needs a GPU to
         detect. Bazel CUDA builds (`--config=cuda`, TensorFlow's
         `TF_NEED_CUDA=1`) need `TF_CUDA_COMPUTE_CAPABILITIES` (or the hermetic
-        `HERMETIC_CUDA_COMPUTE_CAPABILITIES`). Prebuilt wheels, and CMake builds
+        `HERMETIC_CUDA_COMPUTE_CAPABILITIES`). A CMake CUDA build with no arch
+        list is reported where the project asks for the build machine's GPU
+        then (ggml/llama.cpp's `GGML_CUDA`, unless `GGML_NATIVE=OFF`); other
+        projects' CMakeLists.txt often set their own list, which the Dockerfile
+        does not show, and are not reported. Prebuilt wheels, and CMake builds
         with CUDA off, are fine.
     """
     why = """
@@ -877,6 +906,11 @@ class CudaArchListMissing(Rule):
                 settings = {_arch_setting(ctx, instr, c) for c in cmds}
                 if "set" in settings:
                     continue
+                if "native" not in settings and not _cmake_project_detects(instr, cmds):
+                    # the project's CMakeLists.txt picks the arch list when none is given: unknown here
+                    reasons = [r for r in reasons if r != _CMAKE_CUDA_REASON]
+                    if not reasons:
+                        continue
                 found = "; ".join(reasons)
                 if "native" in settings:
                     message = (
