@@ -11,7 +11,7 @@ import functools
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -395,7 +395,7 @@ def _build_report(
     findings: list[Finding], linted: list[tuple[LintResult, Config]], base_config: Config
 ) -> Report:
     from .engine import MAX_FILE_BYTES, is_enabled
-    from .report import Report, RuleInfo
+    from .report import Report, RuleInfo, Sources
     from .rule import all_rules, rule_url
 
     results = [r for r, _ in linted]
@@ -406,7 +406,8 @@ def _build_report(
             fail_on.setdefault(f.path, config.fail_on)
 
     # code frames show source lines: never a secret value (tokens, credential ARG/ENV values)
-    sources = {r.path: _redacted(r) for r in results}
+    # made when a reporter shows a code frame (plain and JSON never do)
+    sources = Sources({r.path: _redactor(r) for r in results})
     for r in results:
         sources.update(r.extra_sources)  # compose files (redacted) and the Dockerfiles they build
     for f in findings:
@@ -936,11 +937,17 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
 
 def _redacted(result: LintResult) -> str:
+    return _redactor(result)()
+
+
+def _redactor(result: LintResult) -> Callable[[], str]:
+    """What makes the file's text with its secrets masked (the text and model as they are now)."""
     from .secrets import redact_text, scan
 
-    if result.dockerfile is None:
-        return result.text
-    return redact_text(result.text, scan(result.dockerfile))
+    text, dockerfile = result.text, result.dockerfile
+    if dockerfile is None:
+        return lambda: text
+    return lambda: redact_text(text, scan(dockerfile))
 
 
 if __name__ == "__main__":

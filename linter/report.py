@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 
 from .finding import Edit, Finding, Fix, FixSafety, Severity
@@ -23,12 +23,60 @@ class RuleInfo:
         return self.docs() if callable(self.docs) else self.docs
 
 
+class Sources(MutableMapping[str, str]):
+    """path -> a file's text for code frames; ``lazy`` ones are made on first use by the function
+    given for them: redacting a long file costs more than linting a short one, and most reports
+    (plain, JSON, GitHub...) show no code frame."""
+
+    def __init__(self, lazy: Mapping[str, Callable[[], str]] | None = None) -> None:
+        self._items: dict[str, str | Callable[[], str]] = dict(lazy or {})
+
+    def __getitem__(self, path: str) -> str:
+        value = self._items[path]
+        if not isinstance(value, str):
+            value = self._items[path] = value()
+        return value
+
+    def __setitem__(self, path: str, value: str) -> None:
+        self._items[path] = value
+
+    def __delitem__(self, path: str) -> None:
+        del self._items[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+class _RedactedSources(Mapping[str, str]):
+    """``sources`` seen through ``text`` (the redaction): keys at once, each text when first read."""
+
+    def __init__(self, sources: Mapping[str, str], text: Callable[[str], str]) -> None:
+        self._sources = sources
+        self._text = text
+        self._keys = {text(path): path for path in sources}
+        self._done: dict[str, str] = {}
+
+    def __getitem__(self, path: str) -> str:
+        if path not in self._done:
+            self._done[path] = self._text(self._sources[self._keys[path]])
+        return self._done[path]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
 @dataclass
 class Report:
     findings: list[Finding]
     files: list[str] = field(default_factory=list)
-    # path -> full text, for code frames
-    sources: dict[str, str] = field(default_factory=dict)
+    # path -> full text, for code frames (a Sources makes each on first use)
+    sources: Mapping[str, str] = field(default_factory=dict)
     rules: list[RuleInfo] = field(default_factory=list)
     tool_version: str = ""
     # path -> fact name -> one line (e.g. "driver": what the shipped image needs); see Rule.facts
@@ -37,11 +85,14 @@ class Report:
     fail_on: dict[str, str] = field(default_factory=dict)
     # set by redacted(): every string from input has passed gpulint.secrets.redact_secrets
     is_redacted: bool = False
+    # path -> its source's lines, split once (code frames of 6,000 findings split a 5,000-line file once)
+    _lines: dict[str, list[str]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def redacted(self) -> Report:
         """This report with every string derived from input passed through the one redaction
         function (messages, help, fixes, paths and the sources of code frames), so that no
-        reporter and no display can show a credential whatever rule or parser wrote it."""
+        reporter and no display can show a credential whatever rule or parser wrote it. A
+        source is redacted when a reporter first reads it: its cost follows what is shown."""
         if self.is_redacted:
             return self
         from .secrets import redact_secrets
@@ -53,17 +104,19 @@ class Report:
             self,
             findings=[_redact_finding(f, text) for f in self.findings],
             files=[text(p) for p in self.files],
-            sources={text(p): text(s) for p, s in self.sources.items()},
+            sources=_RedactedSources(self.sources, text),
             facts={text(p): {k: text(v) for k, v in f.items()} for p, f in self.facts.items()},
             fail_on={text(p): level for p, level in self.fail_on.items()},
             is_redacted=True,
         )
 
     def source_line(self, path: str, line: int) -> str | None:
-        text = self.sources.get(path)
-        if text is None:
-            return None
-        lines = text.splitlines()
+        lines = self._lines.get(path)
+        if lines is None:
+            text = self.sources.get(path)
+            if text is None:
+                return None
+            lines = self._lines[path] = text.splitlines()
         if 1 <= line <= len(lines):
             return lines[line - 1]
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from . import data
@@ -60,6 +61,22 @@ _DISPLAY_RES = (
     lazy_re(r"(?P<value>\bxox[abposr]-[A-Za-z0-9-]{8,})"),
     lazy_re(r"(?P<value>\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
 )
+# For ASCII text, a substring each pattern above cannot match without (the lower-case text is
+# searched for the case-insensitive ones): a line without any skips that pattern. Most lines of a
+# report have none, and the patterns cost ~100 us a line between them. Non-ASCII text always
+# runs every pattern (case-insensitive matching folds some non-ASCII letters to ASCII ones).
+_DISPLAY_NEEDS: tuple[Callable[[str, str], bool], ...] = (
+    lambda text, lower: "://" in text and "@" in text,
+    lambda text, lower: "-u" in text and ":" in text,
+    lambda text, lower: "login" in lower,
+    lambda text, lower: "-p" in lower and ("mysql" in lower or "mariadb" in lower),
+    lambda text, lower: (
+        ("=" in text or ":" in text)
+        and any(word in lower for word in ("key", "token", "passw", "pwd", "secret"))
+    ),
+    lambda text, lower: "xox" in text,
+    lambda text, lower: "eyJ" in text,
+)
 _PRIVATE_KEY_BEGIN = lazy_re(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
 _PRIVATE_KEY_END = lazy_re(r"-----END [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
 
@@ -68,13 +85,17 @@ def display_secrets(text: str) -> list[tuple[int, int]]:
     """(start, end) of everything output masks in one line: the rules' literal credentials and
     the display-only patterns above (variables, ``$PW``, are never secrets)."""
     spans = [(start, end) for start, end, _ in literal_secrets(text)]
-    for regex in _DISPLAY_RES:
+    ascii_only = text.isascii()
+    lower = text.lower()
+    for regex, needs in zip(_DISPLAY_RES, _DISPLAY_NEEDS, strict=True):
+        if ascii_only and not needs(text, lower):
+            continue
         for m in regex.finditer(text):
             value = m.group("value")
             if value.startswith("$") or value == REDACTED:
                 continue
             spans.append((m.start("value"), m.end("value")))
-    begin = _PRIVATE_KEY_BEGIN.search(text)
+    begin = _PRIVATE_KEY_BEGIN.search(text) if "PRIVATE KEY" in text else None
     if begin is not None:  # a key on one line (`echo "-----BEGIN ...-----\nMIIE..."`)
         end = _PRIVATE_KEY_END.search(text, begin.end())
         stop = end.start() if end is not None else len(text)
@@ -116,17 +137,25 @@ def literal_secrets(text: str) -> list[tuple[int, int, str]]:
     out: list[tuple[int, int, str]] = []
     for m in _token_re().finditer(text):
         out.append((m.start(), m.end(), "token"))
-    for m in _USERINFO_RE.finditer(text):
-        out.append((m.start("password"), m.end("password"), "password"))
-    for m in _BEARER_RE.finditer(text):
-        out.append((m.start("value"), m.end("value"), "bearer"))
-    for m in _TOKEN_FLAG_RE.finditer(text):
-        out.append((m.start("value"), m.end("value"), "flag"))
-    for m in _NETRC_RE.finditer(text):
-        out.append((m.start("value"), m.end("value"), "password"))
-    for m in _ASSIGN_RE.finditer(text):
-        if is_secret_name(m.group("name")):
-            out.append((m.start("value"), m.end("value"), "assignment"))
+    # as in display_secrets: for ASCII text, skip a pattern whose required substring is missing
+    every = not text.isascii()
+    lower = text.lower()
+    if every or ("://" in text and "@" in text):
+        for m in _USERINFO_RE.finditer(text):
+            out.append((m.start("password"), m.end("password"), "password"))
+    if every or "authorization" in lower:
+        for m in _BEARER_RE.finditer(text):
+            out.append((m.start("value"), m.end("value"), "bearer"))
+    if every or "--" in text:
+        for m in _TOKEN_FLAG_RE.finditer(text):
+            out.append((m.start("value"), m.end("value"), "flag"))
+    if every or "password" in lower:
+        for m in _NETRC_RE.finditer(text):
+            out.append((m.start("value"), m.end("value"), "password"))
+    if every or "=" in text:
+        for m in _ASSIGN_RE.finditer(text):
+            if is_secret_name(m.group("name")):
+                out.append((m.start("value"), m.end("value"), "assignment"))
     # one finding per credential: drop spans that overlap an earlier one
     kept: list[tuple[int, int, str]] = []
     priority = {"token": 0, "password": 1, "bearer": 2, "flag": 3, "assignment": 4}
