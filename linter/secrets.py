@@ -114,7 +114,10 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
+@functools.lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
+    """Whether a variable named ``name`` holds a credential (cached: asked for every assignment
+    of every line, and the patterns are fnmatch globs)."""
     table = data.load("secrets")["names"]
     upper = name.upper()
     if upper in table["not_secret"] or any(upper.endswith(s) for s in table["not_secret_suffixes"]):

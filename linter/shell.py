@@ -13,7 +13,7 @@ import functools
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -122,13 +122,71 @@ def environment_value(cmd: Command | None, scope: Mapping[str, str | None], name
     return scope.get(name)
 
 
+_GONE = object()  # a base name the script unset
+
+
 class _Scope(dict[str, str | None]):
-    """The variables a script sees, and which of them it exported into the environment."""
+    """The variables a script sees, and which of them it exported into the environment.
+
+    Its own entries are the script's assignments; every other name is read from ``base`` (the
+    RUN's ARG/ENV, or the enclosing script's scope), which is not copied: a RUN late in a long
+    file sees thousands of variables, and copying them for every script was quadratic. It
+    reads as the copy it stands for (get, ``in``, ``[]``, iteration, len).
+    """
 
     def __init__(self, base: Mapping[str, str | None]) -> None:
-        super().__init__(base)
+        super().__init__()
+        self.base = base
+        self.hidden: set[str] = set()  # base names the script removed (`unset`)
         self.exported: dict[str, str | None] = dict(getattr(base, "exported", {}))
         self.removed: set[str] = set(getattr(base, "removed", ()))
+
+    def __missing__(self, name: str) -> str | None:
+        if name in self.hidden:
+            raise KeyError(name)
+        return self.base[name]
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or (name not in self.hidden and name in self.base)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        if name in self.hidden:
+            return default
+        return self.base.get(name, default)
+
+    def __setitem__(self, name: str, value: str | None) -> None:
+        dict.__setitem__(self, name, value)
+        self.hidden.discard(name)
+
+    def pop(self, name: str, default: Any = _GONE) -> Any:
+        value = self.get(name, _GONE)
+        dict.pop(self, name, None)
+        if name in self.base:
+            self.hidden.add(name)
+        if value is _GONE:
+            if default is _GONE:
+                raise KeyError(name)
+            return default
+        return value
+
+    def keys(self) -> Any:  # the names the copy would hold, as a list: read, never a live view
+        return list(self)
+
+    def __iter__(self) -> Iterator[str]:
+        base = self.base
+        yield from (name for name in base if name not in self.hidden)
+        yield from (name for name in dict.keys(self) if name not in base)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def items(self) -> Any:
+        return [(name, self[name]) for name in self]
+
+    def values(self) -> Any:
+        return [self[name] for name in self]
 
     def export(self, name: str) -> None:
         self.exported[name] = self.get(name)

@@ -171,13 +171,16 @@ class KernelBuildIsolation(Rule):
                 for item in pip_specs(ctx, s):
                     torch = _spec_torch(item.spec, _where(item.spec)) or torch
                 continue
-            items = pip_specs(ctx, s)
+            # each install's specs, grouped once (a scan of the stage's specs per install was quadratic)
+            by_install: dict[int, list[PackageSpec]] = {}
+            for it in pip_specs(ctx, s):
+                by_install.setdefault(id(it.install), []).append(it.spec)
             for instr, cmd in ctx.stage_commands(s):
                 wheel = parse_pip_wheel(cmd)
                 installs = [(cmd, wheel)] if wheel is not None else []
                 installs += [(c, i) for c, i in ctx.installs(instr) if c is cmd and i.manager == "pip"]
                 for c, install in installs:
-                    specs = [it.spec for it in items if it.install is install] or install.packages
+                    specs = by_install.get(id(install)) or install.packages
                     # torch pinned in the same install: the build environment still gets the newest
                     for spec in specs:
                         torch = _spec_torch(spec, _where(spec)) or torch

@@ -1142,12 +1142,17 @@ _ENV_INDEXES = (
 
 def _explicit_from_env(item: Located) -> str | None:
     """An index (or uv torch backend) set through the environment that names the variant."""
-    scope = {**item.instr.scope, **item.cmd.exported, **item.cmd.assignments}
-    backend = scope.get("UV_TORCH_BACKEND")
+    # looked up through the layers, not merged: the stage's ARG/ENV copied per install was quadratic
+    layers = (item.cmd.assignments, item.cmd.exported, item.instr.scope)
+
+    def lookup(name: str) -> str | None:
+        return next((layer[name] for layer in layers if name in layer), None)
+
+    backend = lookup("UV_TORCH_BACKEND")
     if backend and item.install.tool == "uv":
         return f"UV_TORCH_BACKEND={backend}"
     for name in _ENV_INDEXES:
-        value = scope.get(name)
+        value = lookup(name)
         if not value:
             continue
         for url in value.split():

@@ -553,7 +553,7 @@ class WeightsDownloadedAtBuild(Rule):
         if copied == []:
             return  # a builder stage nothing is copied from: its downloads never ship
         targets = cache_mount_targets(instr)
-        env = dict(instr.scope)
+        env = instr.scope  # read only: a copy per RUN of every ARG/ENV before it was quadratic
         files: dict[str, str] | None = None
         workdir = workdir_at(stage, instr)
         cwd = workdir
@@ -563,7 +563,7 @@ class WeightsDownloadedAtBuild(Rule):
                 continue
             if files is None and re.match(r"^python[\d.]*$", cmd.name):
                 files = _heredoc_files(ctx, stage, instr)
-            scope = {**env, **cmd.assignments}
+            scope = {**env, **cmd.assignments} if cmd.assignments else env
             for item in _downloads(cmd, scope, files or {}, cwd):
                 where = posixpath.normpath(posixpath.join(cwd, item.dest or item.cache or cwd))
                 if targets and _under(where, targets):
