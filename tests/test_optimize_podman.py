@@ -149,3 +149,39 @@ def test_optimized_image_builds_and_is_smaller(podman: Podman, app: Path, tmp_pa
     )
     for name in ("numpy.so", "transformers.so", "flash-attn.so", "fused_rope"):
         assert name in files
+
+
+INPLACE = sorted(p.stem for p in (FIXTURE / "inplace").glob("*.Dockerfile"))
+
+
+def _app_files(run: Podman, tag: str) -> set[str]:
+    """What the shipped image holds of the application: its packages, its binaries, its code."""
+    listing = run(
+        "run", "--rm", tag, "sh", "-c",
+        "ls /usr/local/lib/python3/dist-packages /opt/app/bin /app 2>/dev/null; true",
+    )  # fmt: skip
+    return {line.strip() for line in listing.splitlines() if line.strip() and not line.endswith(":")}
+
+
+@pytest.mark.parametrize("case", INPLACE)
+def test_inplace_rewrite_builds_keeps_the_app_and_is_smaller(
+    podman: Podman, app: Path, tmp_path: Path, case: str
+) -> None:
+    """Files optimize cannot split (multi-stage, unknown steps, ONBUILD) are slimmed in place."""
+    original = tmp_path / f"{case}.Dockerfile"
+    shutil.copy(FIXTURE / "inplace" / f"{case}.Dockerfile", original)
+    slimmed = tmp_path / f"{case}.slim.Dockerfile"
+    proc = _gpulint("optimize", "--context", str(app), str(original), "-o", str(slimmed))
+    assert proc.returncode == 0, proc.stderr
+    assert "slimmed in place" in proc.stderr
+    text = slimmed.read_text()
+    assert ("\nFROM " + DEVEL + "\n" in text) == (case == "onbuild")  # the base switch, except for ONBUILD
+    podman.build(f"localhost/{case}:original", app, original)
+    podman.build(f"localhost/{case}:slim", app, slimmed)
+    before = _image_sizes(podman, f"localhost/{case}:original", tmp_path)
+    after = _image_sizes(podman, f"localhost/{case}:slim", tmp_path)
+    print(f"\n{case}: {before['uncompressed']:,} B -> {after['uncompressed']:,} B")
+    assert after["uncompressed"] < before["uncompressed"]
+    files = _app_files(podman, f"localhost/{case}:slim")
+    assert files == _app_files(podman, f"localhost/{case}:original")
+    assert {"numpy.so", "transformers.so", "serve.py"} <= files
