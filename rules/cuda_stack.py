@@ -765,6 +765,18 @@ class CudaVersionMismatch(Rule):
         different minor version is a warning (torch warns) - an error when apex is
         built with `--cuda_ext` (it refuses any difference).
         Builds that do not use torch (nvcc, CMake projects) are not compared.
+
+        TensorFlow's pip wheels (`tensorflow` 2.1+, `tensorflow-gpu`) bring no CUDA:
+        they load the image's. The CUDA and cuDNN each release was built for come
+        from tensorflow.org's tested build configurations; an unpinned install is
+        the newest release for the image's Python (2.13 on Python 3.8, a CUDA 12
+        build on 3.9+), or 1.14 where the image's pip is Ubuntu 16.04/18.04's own
+        (older than 19.0, it reads only manylinux1 wheels). A different CUDA major
+        (before 11, X.Y), a newer CUDA minor than the image's, or another cuDNN
+        major than a cuDNN image's is reported; `tensorflow[and-cuda]` (CUDA wheels
+        of its own) and TensorFlow's own images are not. Images gpulint does not
+        know are compared where their tag names a CUDA release
+        (`conda-cuda9.1-python3.6`, `cuda-ssh-server:10.2-cudnn`).
     """
     why = """
         torch loads its own CUDA libraries, so the base image's CUDA is dead
@@ -786,9 +798,11 @@ class CudaVersionMismatch(Rule):
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.stages:
             info = ctx.base_info(stage)
+            if info is not None and info.family == "other":
+                info = third_party_cuda(stage, info)
             if (
                 info is None
-                or info.family not in ("nvidia-cuda", "pytorch")
+                or info.family not in ("nvidia-cuda", "pytorch", "other")
                 or not info.cuda
                 or "." not in info.cuda  # an X.Y tag (10.2-base) floats over patches, but names its X.Y
             ):
@@ -864,6 +878,99 @@ class CudaVersionMismatch(Rule):
                     )
 
             yield from self._cudnn_majors(ctx, stage, info)
+            yield from self._tensorflow(ctx, stage, info, base_cuda)
+
+    def _tensorflow(
+        self, ctx: LintContext, stage: Stage, info: BaseInfo, base_cuda: str
+    ) -> Iterator[Finding]:
+        """TensorFlow's pip wheels load the system's CUDA and cuDNN: the ones they were built for must be there."""
+        if info.family == "pytorch":
+            return  # the CUDA libraries of a pytorch/pytorch image live in torch's env, not where TF looks
+        python: tuple[str, str] | bool | None = False  # False: not looked up yet
+        for _, _, install in ctx.stage_installs(stage):
+            if install.manager != "pip":
+                continue
+            for spec in install.packages:
+                if spec.name not in ("tensorflow", "tensorflow-gpu") or spec.kind != "requirement":
+                    continue
+                if "and-cuda" in spec.extras or spec.version_from_variable:
+                    continue  # [and-cuda]: CUDA and cuDNN as nvidia-* wheels of its own (GL107's)
+                if spec.version:
+                    series: str | None = ".".join(spec.version.split(".")[:2])
+                    how = "pinned"
+                elif spec.specifier:
+                    continue  # a range: which release pip takes is not known
+                else:
+                    if python is False:
+                        from gpulint.rules.kernel_pins import image_python
+
+                        python = image_python(ctx, stage)
+                    if not isinstance(python, tuple):
+                        continue
+                    series, how = _newest_tensorflow(ctx, stage, info, spec.name, python)
+                if series is None:
+                    continue
+                yield from self._tensorflow_finding(ctx, stage, info, base_cuda, spec, series, how)
+
+    def _tensorflow_finding(
+        self,
+        ctx: LintContext,
+        stage: Stage,
+        info: BaseInfo,
+        base_cuda: str,
+        spec: PackageSpec,
+        series: str,
+        how: str,
+    ) -> Iterator[Finding]:
+        table = data.load("tensorflow")
+        name = spec.name or spec.raw
+        if series == "12+":
+            cuda, cudnn = "12", None
+        else:
+            build = table["builds"].get(series)
+            if build is None:
+                return
+            if name == "tensorflow" and _version_tuple(series) < _version_tuple(
+                table["gpu_in_tensorflow_since"]
+            ):
+                return  # the CPU build: no CUDA to differ
+            cuda, cudnn = str(build["cuda"]), str(build["cudnn"])
+        base_major, tf_major = base_cuda.split(".")[0], cuda.split(".")[0]
+        problems: list[str] = []
+        if tf_major != base_major or (min(int(tf_major), int(base_major)) < 11 and cuda != base_cuda):
+            soname = "11.0" if tf_major == "11" else (tf_major if int(tf_major) >= 12 else cuda)
+            problems.append(
+                f"it looks for libcudart.so.{soname} and the other CUDA {cuda.removesuffix('+')} libraries, which "
+                "this image does not have: TensorFlow finds no GPU and silently runs on the CPU"
+            )
+        elif "." in cuda and _version_tuple(cuda) > _version_tuple(base_cuda):
+            problems.append(
+                f"it runs on the image's older CUDA {base_cuda} libraries (CUDA libraries work with programs "
+                "built for older releases, not newer ones): GPU kernels may fail to load"
+            )
+        image_cudnn = _image_cudnn_major(ctx, stage, info)
+        if cudnn is not None and image_cudnn is not None and cudnn.split(".")[0] != image_cudnn:
+            problems.append(
+                f"it needs cuDNN {cudnn.split('.')[0]} (libcudnn.so.{cudnn.split('.')[0]}) and the image ships "
+                f"cuDNN {image_cudnn}: its convolution and RNN ops fail to load"
+            )
+        if not problems:
+            return
+        built = f"CUDA {cuda} and cuDNN {cudnn}" if cudnn else f"CUDA {cuda}"
+        if series == "12+":
+            built = "CUDA 12 or newer"
+        what = f"TensorFlow {series}" if series != "12+" else "TensorFlow"
+        image = f"CUDA {info.cuda}" + (f" with cuDNN {image_cudnn}" if image_cudnn else "")
+        yield self.finding(
+            ctx,
+            f"`{spec.raw}` is {what} ({how}), built for {built}, but {stage.root.base.text} is {image}: "
+            "TensorFlow loads the system's CUDA and cuDNN libraries, and "
+            + "; ".join(problems)
+            + "; pin a TensorFlow release built for the image's CUDA and cuDNN (tensorflow.org's tested build "
+            "configurations) or use a base image of the CUDA it was built for",
+            line=spec.word.line,
+            column=spec.word.column,
+        )
 
     def _cudnn_majors(self, ctx: LintContext, stage: Stage, info: BaseInfo) -> Iterator[Finding]:
         """Packages that load a cuDNN major from the system (ctranslate2 4.5+: cuDNN 9) on an image of
@@ -911,6 +1018,94 @@ class CudaVersionMismatch(Rule):
                     line=spec.word.line,
                     column=spec.word.column,
                 )
+
+
+# A CUDA release in another image's tag: `conda-cuda9.1-python3.6`, `cuda11.8-devel`, `cuda-12.1.1-...`.
+_TAG_CUDA_RE = lazy_re(r"(?:^|[-_.])cuda[-_]?(\d+)\.(\d+)(?:\.\d+)?(?=$|[-_])", re.I)
+# ... or, where the repository's own name says CUDA (`cuda-ssh-server:10.2-cudnn`), a tag that starts with X.Y.
+_LEADING_VERSION_RE = lazy_re(r"^(\d+)\.(\d+)(?:\.\d+)?(?=$|-)")
+
+
+def third_party_cuda(stage: Stage, info: BaseInfo) -> BaseInfo:
+    """An image gpulint does not know, whose tag names the CUDA release it was built on (its maintainers'
+    naming: `conda-cuda9.1-python3.6`, `cuda-ssh-server:10.2-cudnn`): ``info`` with that CUDA X.Y."""
+    import dataclasses
+
+    image = stage.root.image
+    if image is None or not image.tag:
+        return info
+    match = _TAG_CUDA_RE.search(image.tag)
+    if match is None and "cuda" in image.repository.rsplit("/", 1)[-1].lower():
+        match = _LEADING_VERSION_RE.match(image.tag)
+    if match is None or not 7 <= int(match.group(1)) <= 13:
+        return info
+    return dataclasses.replace(info, cuda=f"{match.group(1)}.{match.group(2)}")
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text))
+
+
+def _image_cudnn_major(ctx: LintContext, stage: Stage, info: BaseInfo) -> str | None:
+    """The cuDNN major a cuDNN image ships, unless the stage installs a cuDNN of its own (apt, yum, pip)."""
+    if info.family != "nvidia-cuda" or not info.cudnn:
+        return None
+    for st in stage.chain():
+        for _, _, install in ctx.stage_installs(st):
+            if any(
+                (s.name or "").startswith(("libcudnn", "cudnn", "nvidia-cudnn")) for s in install.packages
+            ):
+                return None
+    return info.cudnn.removeprefix("cudnn") or "9"
+
+
+def _pip_reads_manylinux2010(ctx: LintContext, stage: Stage, info: BaseInfo) -> bool | None:
+    """Whether the stage's pip reads manylinux2010+ wheels (19.0+): False for an Ubuntu python3-pip older
+    than that that nothing upgrades, True for a newer one or an upgraded pip, None when not known."""
+    for st in stage.chain():
+        for _, _, install in ctx.stage_installs(st):
+            if install.manager == "pip" and any(s.name == "pip" for s in install.packages):
+                return True  # pip upgraded (or pinned) with pip itself
+        for _, cmd in ctx.stage_commands(st):
+            if any("get-pip" in word for word in cmd.arg_values):
+                return True
+    distro: dict[str, str] = data.load("tensorflow")["distro_pip"]
+    version = distro.get(info.os or "")
+    if version is None:
+        return None
+    return _version_tuple(version) >= (19, 0)
+
+
+def _newest_tensorflow(
+    ctx: LintContext, stage: Stage, info: BaseInfo, name: str, python: tuple[str, str]
+) -> tuple[str | None, str]:
+    """The series an unpinned TensorFlow resolves to for the image's Python (and pip), and how we know."""
+    table = data.load("tensorflow")
+    version, how = python
+    reads_2010 = _pip_reads_manylinux2010(ctx, stage, info)
+    if reads_2010 is None:
+        return None, ""
+    if not reads_2010:
+        if version in table["manylinux1_pythons"] and how.endswith("'s python3"):
+            newest = str(table["manylinux1_newest"])
+            return newest, (
+                f"unpinned: {info.os}'s pip {table['distro_pip'][info.os or '']} reads only manylinux1 wheels, "
+                f"so the newest it takes for Python {version} is {newest}"
+            )
+        return None, ""
+    newest_for: dict[str, str] = table["newest_for_python"].get(name, {})
+    series = newest_for.get(version)
+    if series is not None:
+        return str(series), f"unpinned: the newest release for Python {version}, {how}"
+    if name != "tensorflow" or not newest_for:
+        return None, ""
+    newest_known = max(newest_for, key=_version_tuple)
+    if _version_tuple(version) <= _version_tuple(newest_known):
+        return None, ""
+    return "12+", (
+        f"unpinned: the newest release for Python {version}, {how}, a CUDA 12 or newer build as every "
+        f"TensorFlow since {table['first_cuda12_series']}"
+    )
 
 
 def _cudnn_for(ranges: list, version: str | None) -> str | None:  # type: ignore[type-arg]
