@@ -96,17 +96,22 @@ class AptListsNotRemoved(Rule):
     slug = "apt-lists-not-removed"
     severity = Severity.WARNING
     fix_safety = FixSafety.SAFE
-    summary = "A shipped layer runs apt-get update but keeps /var/lib/apt/lists"
+    summary = "A shipped layer keeps the package index it downloaded (apt lists, dnf/yum metadata)"
     what = """
         Finds `RUN` instructions in the shipped stage that run `apt-get update` (or
         `apt update`) and do not remove `/var/lib/apt/lists/*` after it in the same
         `RUN` (a removal before the update does not count, nor does removing a
         subdirectory such as `lists/partial`). A cache or tmpfs mount on
-        `/var/lib/apt/lists` (or `/var/lib/apt`) counts as clean. Builder stages
-        that are only copied from are not reported: their layers are not shipped.
+        `/var/lib/apt/lists` (or `/var/lib/apt`) counts as clean. Likewise
+        `dnf`/`yum`/`microdnf` `install`, `update`, `makecache`... with no
+        `dnf clean all` (or `rm -rf /var/cache/dnf`, `/var/cache/yum`) after it in
+        the same `RUN`, or a cache mount there; a RUN that runs yum only where it
+        exists (`if command -v yum`) is left alone. Builder stages that are only
+        copied from are not reported: their layers are not shipped.
     """
     why = """
-        The package index is tens of megabytes that no container ever reads. A
+        The package index is tens of megabytes that no container ever reads (with
+        the CUDA and EPEL repositories, dnf's metadata reaches hundreds). A
         later `RUN rm` cannot take it back: the bytes stay in the layer that wrote
         them, and every GPU node pulls them.
     """
@@ -114,7 +119,8 @@ class AptListsNotRemoved(Rule):
         RUN apt-get update && apt-get install -y --no-install-recommends git
     """
     instead = """
-        Remove the lists in the same RUN (or use a cache mount):
+        Remove the lists in the same RUN (or use a cache mount); with dnf or yum,
+        end the RUN with `dnf clean all`:
 
         RUN apt-get update && apt-get install -y --no-install-recommends git \\
             && rm -rf /var/lib/apt/lists/*
@@ -124,6 +130,9 @@ class AptListsNotRemoved(Rule):
         for stage in ctx.shipped_stages():
             for instr in stage.instructions:
                 commands = ctx.commands(instr)
+                finding = self._rpm_cache(ctx, instr, commands)
+                if finding is not None:
+                    yield finding
                 updates = [i for i, c in enumerate(commands) if _is_apt_update(c)]
                 if not updates:
                     continue
@@ -160,6 +169,98 @@ class AptListsNotRemoved(Rule):
                     column=first.argv[0].column,
                     fix=fix,
                 )
+
+    def _rpm_cache(self, ctx: LintContext, instr: Instruction, commands: list[Command]) -> Finding | None:
+        """dnf/yum/microdnf: a RUN that loads repository metadata and does not clean it away."""
+        uses = [i for i, c in enumerate(commands) if _loads_rpm_metadata(c)]
+        if not uses:
+            return None
+        if _RPM_PROBE_RE.search(instr.args):
+            return None  # `if command -v yum; then yum install ...`: runs only where the base has it
+        if any(_in_rpm_cache(t) or t in ("/var", "/var/cache") for t in cache_mount_targets(instr)):
+            return None
+        if any(_cleans_rpm_cache(c) for c in commands[uses[-1] + 1 :]):
+            return None
+        first = commands[uses[0]]
+        verb = package_verb(first.arg_values, _RPM_VALUE_OPTIONS)
+        tool = first.name
+        edit = _append_edit(instr, f" && {tool} clean all") or _heredoc_append_edit(
+            ctx, instr, f"{tool} clean all"
+        )
+        fix = (
+            make_fix(f"run `{tool} clean all` at the end of this RUN", FixSafety.SAFE, edit) if edit else None
+        )
+        return self.finding(
+            ctx,
+            f"`{tool} {verb[1] if verb else 'install'}` leaves the repository metadata it downloaded "
+            "(/var/cache/dnf or /var/cache/yum, tens to hundreds of MB with the CUDA and EPEL repositories) "
+            f"in this layer; end the RUN with && {tool} clean all",
+            line=first.line,
+            column=first.argv[0].column,
+            fix=fix,
+        )
+
+
+# dnf/yum verbs that download repository metadata (and packages) into /var/cache
+_RPM_TOOLS = frozenset({"dnf", "yum", "microdnf", "dnf5", "tdnf"})
+_RPM_METADATA_VERBS = frozenset(
+    {
+        "install",
+        "groupinstall",
+        "localinstall",
+        "reinstall",
+        "update",
+        "upgrade",
+        "distro-sync",
+        "downgrade",
+        "makecache",
+        "builddep",
+        "swap",
+    }
+)
+_RPM_VALUE_OPTIONS = (
+    "-c",
+    "--config",
+    "--setopt",
+    "--installroot",
+    "--releasever",
+    "-d",
+    "-e",
+    "-x",
+    "--exclude",
+)
+_RPM_PROBE_RE = lazy_re(r"\b(?:command\s+-[vV]|which|type|hash)\s+(?:dnf|yum|microdnf|dnf5|tdnf)\b")
+_RPM_CACHES = ("/var/cache/dnf", "/var/cache/yum", "/var/cache/libdnf5", "/var/cache/tdnf")
+
+
+def _loads_rpm_metadata(cmd: Command) -> bool:
+    if cmd.name not in _RPM_TOOLS:
+        return False
+    values = cmd.arg_values
+    if any(v in ("-C", "--cacheonly") for v in values):
+        return False
+    found = package_verb(values, _RPM_VALUE_OPTIONS)
+    return found is not None and found[1] in _RPM_METADATA_VERBS
+
+
+def _cleans_rpm_cache(cmd: Command) -> bool:
+    """`dnf clean all` (yum, microdnf), or an rm of /var/cache/dnf, /var/cache/yum or above."""
+    values = cmd.arg_values
+    if cmd.name in _RPM_TOOLS:
+        found = package_verb(values, _RPM_VALUE_OPTIONS)
+        return found is not None and found[1] == "clean" and "all" in values[found[0] + 1 :]
+    if cmd.name == "rm":
+        return any(_clears_rpm_cache(v) for v in values if not v.startswith("-"))
+    return False
+
+
+def _clears_rpm_cache(path: str) -> bool:
+    normalized = re.sub(r"(/\*)+$", "", _norm(path))
+    return normalized in ("/var/cache", "/var", *_RPM_CACHES)
+
+
+def _in_rpm_cache(path: str) -> bool:
+    return any(path == cache or path.startswith(cache + "/") for cache in _RPM_CACHES)
 
 
 _LIST_READING_VERBS = frozenset({"install", "upgrade", "dist-upgrade", "full-upgrade", "build-dep", "source"})
