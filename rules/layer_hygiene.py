@@ -213,7 +213,10 @@ class CondaCacheKept(Rule):
         `clean -a -y`, `clean -tp`, ...) and without a cache mount on the pkgs
         directory (`/opt/conda/pkgs`, `$CONDA_PKGS_DIRS`, ...). A clean in another
         `RUN`, or before the install, does not count: the earlier layer keeps the
-        files.
+        files. Also a `COPY --from=<builder> /opt/conda` into the shipped stage when
+        the builder (a miniconda/miniforge image, or an installer run with
+        `-p /opt/conda`) installed packages and cleaned nothing after its last
+        install: the copy takes the pkgs cache with it.
     """
     why = """
         conda keeps every downloaded tarball and its extracted copy in the pkgs
@@ -259,6 +262,76 @@ class CondaCacheKept(Rule):
                     column=cmd.argv[0].column,
                     fix=make_fix(f"append `&& {clean}`", FixSafety.SAFE, edit) if edit else None,
                 )
+        yield from self._copied_caches(ctx)
+
+    def _copied_caches(self, ctx: LintContext) -> Iterator[Finding]:
+        """`COPY --from=<builder> /opt/conda /opt/conda` into a shipped stage: the builder's pkgs
+        cache comes along unless the builder cleaned it after its last install."""
+        for stage in ctx.shipped_stages():
+            for instr, source in stage.copies_from:
+                builder = ctx.dockerfile.stage_named(source)
+                if builder is None or instr.keyword != "COPY":
+                    continue
+                sources, _ = instr.copy_operands()
+                if not any(_norm_path(s) in _CONDA_ROOT_COPIES for s in sources):
+                    continue
+                install = _uncleaned_conda_install(ctx, builder)
+                if install is None:
+                    continue
+                where, cmd = install
+                verbs = [v for v in cmd.arg_values if not v.startswith("-")][
+                    : 2 if "env" in cmd.arg_values[:2] else 1
+                ]
+                yield self.finding(
+                    ctx,
+                    f"this COPY ships the builder's conda package cache ({_CONDA_ROOT}/pkgs): "
+                    f"`{' '.join([cmd.name, *verbs])}` on line {where.line} downloaded into it and nothing in "
+                    f"stage {builder.label!r} cleaned it; end that RUN with `&& {cmd.name} clean -afy`",
+                    instruction=instr,
+                    help=f"run `{cmd.name} clean -afy` in the builder after its last install",
+                )
+
+
+_CONDA_ROOT = "/opt/conda"
+_CONDA_ROOT_COPIES = frozenset({_CONDA_ROOT, _CONDA_ROOT + "/", _CONDA_ROOT + "/pkgs"})
+
+
+def _norm_path(path: str) -> str:
+    path = path.strip().strip("\"'")
+    return posixpath.normpath(path) if path else path
+
+
+def _uncleaned_conda_install(ctx: LintContext, builder: Stage) -> tuple[Instruction, Command] | None:
+    """The first conda/mamba install of the builder chain into /opt/conda/pkgs that no later
+    command of the chain cleans away (`conda clean -a`, `rm -rf /opt/conda/pkgs`); None when the
+    builder's conda is not known to live in /opt/conda (data: base_images.conda_images) or the
+    package cache is moved elsewhere (CONDA_PKGS_DIRS) or mounted."""
+    instructions = builder.all_instructions()
+    root = builder.root
+    images = data.load("base_images")["conda_images"]
+    known_root = root.image is not None and root.image.full_name in images
+    found: tuple[Instruction, Command] | None = None
+    for instr in instructions:
+        if instr.keyword != "RUN":
+            continue
+        if re.search(r"\s-p\s*=?\s*/opt/conda(?:\s|$)", instr.args):
+            known_root = True  # an installer run with the /opt/conda prefix (Miniconda.sh -b -p /opt/conda)
+        for cmd in ctx.commands(instr):
+            if cmd.name in _CONDA_TOOLS[:2] and _conda_installs(cmd) and not _empty_create(cmd):
+                if environment_value(cmd, instr.scope, "CONDA_PKGS_DIRS") or _conda_pkgs_mounted(instr, cmd):
+                    continue
+                if found is None:
+                    found = (instr, cmd)
+            elif found is not None and (_cleans_conda(cmd) or _removes_conda_pkgs(cmd)):
+                found = None
+    return found if known_root else None
+
+
+def _removes_conda_pkgs(cmd: Command) -> bool:
+    if cmd.name != "rm":
+        return False
+    targets = [re.sub(r"(/\*)+$", "", _norm_path(v)) for v in cmd.arg_values if not v.startswith("-")]
+    return any(t in (_CONDA_ROOT, _CONDA_ROOT + "/pkgs") for t in targets)
 
 
 # -- GL505 -------------------------------------------------------------------------------------
