@@ -361,7 +361,7 @@ class PipCacheKept(Rule):
     slug = "pip-cache-kept"
     severity = Severity.WARNING
     fix_safety = FixSafety.SAFE
-    summary = "pip/uv keeps its download cache in a shipped layer"
+    summary = "pip/uv/poetry keeps its download cache in a shipped layer"
     what = """
         Finds pip, `python -m pip`, `uv pip` and `uv sync` runs in the shipped stage
         that keep their cache: without `--no-cache-dir` (uv: `--no-cache`), without
@@ -371,7 +371,10 @@ class PipCacheKept(Rule):
         on the cache directory (`~/.cache/pip`, `~/.cache/uv`, `PIP_CACHE_DIR`,
         `UV_CACHE_DIR`, `XDG_CACHE_HOME`), without `pip config set
         global.no-cache-dir` earlier, and without a `pip cache purge` / `uv cache
-        clean` / `rm -rf ~/.cache/pip` later in the same RUN. Installs with
+        clean` / `rm -rf ~/.cache/pip` later in the same RUN. Also the first
+        `poetry install` (`sync`, `add`, `update`) of the image without
+        `--no-cache`, a cache mount or a removal of its cache (`~/.cache/pypoetry`,
+        `$POETRY_CACHE_DIR`) later in the same RUN. Installs with
         `--no-index`, and installs of local wheels or directories (editable too)
         with `--no-deps`, download nothing and are not reported; nor is uv with
         `--link-mode symlink`, whose environment links into the cache. The message says what
@@ -451,6 +454,44 @@ class PipCacheKept(Rule):
                         fix=fix,
                         severity=Severity.INFO if weight == "tooling" else None,
                     )
+                yield from self._poetry(ctx, stage, instr, commands)
+
+    def _poetry(
+        self, ctx: LintContext, stage: Stage, instr: Instruction, commands: list[Command]
+    ) -> Iterator[Finding]:
+        """`poetry install` (sync, add, update): its artifact cache keeps every wheel it downloaded,
+        with or without a virtualenv (POETRY_VIRTUALENVS_CREATE=false changes where packages go,
+        not the cache)."""
+        seen: set[str] = ctx.cache.setdefault("poetry-installs-seen", set())
+        for index, cmd in enumerate(commands):
+            if cmd.name != "poetry":
+                continue
+            found = package_verb(cmd.arg_values, _POETRY_VALUE_OPTIONS)
+            if found is None or found[1] not in _POETRY_DOWNLOADING_VERBS:
+                continue
+            if "chain" in seen:
+                continue  # an earlier poetry install of the image already fetched the locked packages
+            seen.add("chain")
+            if "--no-cache" in cmd.arg_values:
+                continue
+            cache_dir = _env(instr, cmd, "POETRY_CACHE_DIR")
+            if cache_dir is None and (
+                _env(instr, cmd, "XDG_CACHE_HOME") is not None or _poetry_cache_configured(ctx, stage, instr)
+            ):
+                continue  # the cache is somewhere gpulint does not follow
+            if _poetry_cache_mounted(instr, cache_dir) or _poetry_cache_removed(
+                commands[index + 1 :], cache_dir
+            ):
+                continue
+            where = cache_dir or "~/.cache/pypoetry"
+            yield self.finding(
+                ctx,
+                f"`poetry {found[1]}` keeps every wheel it downloaded in its cache ({where}) in the image "
+                f"({_WEIGHT_TEXT['unknown']}); end the RUN with && rm -rf {where}, "
+                f"or use RUN --mount=type=cache,target={cache_dir or '/root/.cache/pypoetry'}",
+                line=cmd.line,
+                column=cmd.argv[0].column,
+            )
 
 
 _WEIGHT_TEXT = {
@@ -663,6 +704,45 @@ def _purged_later(commands: list[Command], cmd: Command, is_uv: bool, cache_dir:
         if is_uv and name == "uv" and (values[:1] == ["clean"] or values[:2] == ["cache", "clean"]):
             return True
         if name == "rm" and any(_clears_cache(v, tool, cache_dir) for v in values if not v.startswith("-")):
+            return True
+    return False
+
+
+_POETRY_DOWNLOADING_VERBS = frozenset({"install", "sync", "add", "update"})
+_POETRY_VALUE_OPTIONS = ("-C", "--directory", "-P", "--project")
+
+
+def _poetry_cache_configured(ctx: LintContext, stage: Stage, instr: Instruction) -> bool:
+    """`poetry config cache-dir ...` in this RUN or an earlier one of the image: the cache moved."""
+    for item in stage.all_instructions():
+        if item.keyword == "RUN" and any(
+            c.name == "poetry" and c.arg_values[:2] == ["config", "cache-dir"] for c in ctx.commands(item)
+        ):
+            return True
+        if item is instr:
+            break
+    return False
+
+
+def _poetry_cache_mounted(instr: Instruction, cache_dir: str | None) -> bool:
+    for target in cache_mount_targets(instr):
+        if cache_dir is not None:
+            if target == _norm(cache_dir) or _norm(cache_dir).startswith(target.rstrip("/") + "/"):
+                return True
+        elif target.endswith(("/.cache", "/.cache/pypoetry")):
+            return True
+    return False
+
+
+def _poetry_cache_removed(after: list[Command], cache_dir: str | None) -> bool:
+    """A later `rm -rf` of the cache (or ~/.cache), or `poetry cache clear --all`, in the same RUN."""
+    for later in after:
+        values = later.arg_values
+        if later.name == "poetry" and values[:2] == ["cache", "clear"] and "--all" in values:
+            return True
+        if later.name == "rm" and any(
+            _clears_cache(v, "pypoetry", cache_dir) for v in values if not v.startswith("-")
+        ):
             return True
     return False
 

@@ -218,3 +218,51 @@ def test_a_configured_cache_dir_is_named() -> None:
     # the switch itself still turns it off, and a config set after the install does not reach it
     text = dockerfile(FROM, "RUN pip install torch==2.4.1 && pip config set global.cache-dir false")
     assert "(~/.cache/pip)" in only(gl503(text)).message
+
+
+# -- poetry ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["RUN poetry install --no-cache --no-root"],
+        [
+            "ENV POETRY_CACHE_DIR=/tmp/poetry_cache",
+            "RUN poetry install --no-root && rm -rf $POETRY_CACHE_DIR",
+        ],
+        ["RUN poetry install --no-root && rm -rf ~/.cache/pypoetry"],
+        ["RUN poetry install --no-root && rm -rf /root/.cache"],
+        ["RUN --mount=type=cache,target=/root/.cache/pypoetry poetry install --no-root"],
+        ["ENV POETRY_CACHE_DIR=/opt/pc", "RUN --mount=type=cache,target=/opt/pc poetry install --no-root"],
+        ["RUN poetry config cache-dir /tmp/pc", "RUN poetry install --no-root"],
+        ["RUN poetry install --no-root && poetry cache clear --all pypi"],
+        ["RUN poetry export -f requirements.txt -o /tmp/req.txt && poetry run python -V"],
+    ],
+)
+def test_poetry_cache_not_kept(lines: list[str]) -> None:
+    assert gl503(dockerfile("FROM python:3.11.9-slim", *lines)) == []
+
+
+def test_poetry_install_keeps_its_artifacts_even_without_a_virtualenv() -> None:
+    text = dockerfile(
+        "FROM python:3.11.9-slim",
+        "ENV POETRY_VIRTUALENVS_CREATE=false",
+        "RUN poetry -C /app install --no-root",
+        "RUN poetry install",  # the locked packages were fetched by the first install
+    )
+    f = only(gl503(text))
+    assert where([f]) == [("GL503", 3, 5)]
+    assert f.message.startswith(
+        "`poetry install` keeps every wheel it downloaded in its cache (~/.cache/pypoetry)"
+    )
+
+
+def test_poetry_in_a_builder_stage_is_not_shipped() -> None:
+    text = dockerfile(
+        "FROM python:3.11.9-slim AS build",
+        "RUN poetry install --no-root",
+        "FROM python:3.11.9-slim",
+        "COPY --from=build /app /app",
+    )
+    assert gl503(text) == []
