@@ -101,8 +101,14 @@ def test_messages_point_at_files_and_layers(exported: dict[str, str]) -> None:
     with open_image(exported["oci"]) as image:
         analysis = analyse(image, weights_threshold=1_000_000)
     findings = image_findings(analysis, Config())
-    weights = next(f for f in findings if f.code == "GL302")
-    assert "/models/model.safetensors (6.00 MB)" in weights.message
+    weights = sorted(f.message for f in findings if f.code == "GL302")
+    assert any("weight file /models/model.safetensors (6.00 MB)" in m for m in weights)
+    # shards of 600 KB each, under the 1 MB threshold one by one: one model directory of 2.4 MB
+    assert any(m.startswith("model directory /models/llama: 4 weight files, 2.40 MB") for m in weights)
+    # pip's CUDA wheels in dist-packages are CUDA libraries, in the sums and the treemap's colours
+    assert analysis.nvidia_wheels_size == 1_000_000
+    wheel_layer = analysis.layers[3].tree
+    assert wheel_layer is not None and wheel_layer.bytes_by.get("cuda") == 1_000_000
     driver = next(f for f in findings if f.code == "GL401" and f.message.startswith("driver library"))
     assert "/usr/lib/x86_64-linux-gnu/libcuda.so.1" in driver.message
     secret = next(f for f in findings if f.code == "GL601")

@@ -15,11 +15,11 @@ from collections.abc import Callable, Iterable, Iterator, MutableSequence, Seque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import data as facts
 from ..lazyre import lazy_re
 from .sizetree import SizeNode, build_tree
 from .sources import ImageData, Layer, LayerSource, iter_layer_members
 from .tarscan import Member
+from .weights import WeightRules, select_weights
 
 _TORCH_VERSION_RE = lazy_re(r"""^cuda\s*(?::\s*\w+(?:\[[^\]]*\])?\s*)?=\s*['"]([\d.]+)['"]""", re.M)
 _DRIVER_LIB_RE = lazy_re(r"^(libcuda\.so|libnvidia-ml\.so|libnvidia-ptxjitcompiler\.so)")
@@ -71,8 +71,10 @@ class Analysis:
     nvcc: list[FileRef] = field(default_factory=list)
     static_libs_size: int = 0
     devel_only_size: int = 0  # nvcc, headers, static libs, profilers: what a runtime image would not carry
-    nvidia_wheels_size: int = 0  # site-packages/nvidia/*
-    cuda_libs_size: int = 0  # /usr/local/cuda*/lib64 (targets/*/lib)
+    # in the final filesystem (what ships): pip's nvidia-* wheels (site- or dist-packages/nvidia/)
+    # and the toolkit's libraries (/usr/local/cuda*/lib64, targets/*/lib): both = two CUDA stacks
+    nvidia_wheels_size: int = 0
+    cuda_libs_size: int = 0
     caches: dict[str, int] = field(default_factory=dict)
     pycache_size: int = 0
     torch_cuda: tuple[str, str] | None = None  # (cuda version, path of torch/version.py)
@@ -105,7 +107,11 @@ def analyse(
     ``trees``: build each layer's size tree (only the HTML report draws them).
     """
     info = image.data
-    extensions = tuple(facts.load("weights")["extensions"])
+    weight_rules = WeightRules.load()
+    extensions = weight_rules.extensions
+    # the walk keeps every weight-extension file past a small floor; which of them are weights
+    # is judged per directory once the final filesystem is known (select_weights)
+    candidate_threshold = min(weights_threshold, weight_rules.candidate_floor)
     history = _history(info)
     layers: list[LayerReport] = []
     result = Analysis(info, layers, history=history, walked=walk)
@@ -129,10 +135,10 @@ def analyse(
     ]
     workers = _workers(distinct, jobs) if reopen is not None else 1
     if reopen is not None and workers > 1:
-        scans = _scan_in_parallel(reopen, info, extensions, weights_threshold, workers, progress, distinct)
+        scans = _scan_in_parallel(reopen, info, extensions, candidate_threshold, workers, progress, distinct)
     else:
         for layer in distinct:
-            scans.append(_scan_one(image, layer.index, history, extensions, weights_threshold))
+            scans.append(_scan_one(image, layer.index, history, extensions, candidate_threshold))
             if progress is not None:
                 progress(len(scans), len(distinct))
     if len(distinct) < len(info.layers):
@@ -143,7 +149,9 @@ def analyse(
             else _repeat(by_index[first[key or ""]], layer, history)
             for layer, key in zip(info.layers, keys, strict=True)
         ]
-    return combine(result, scans, trees)
+    return combine(
+        result, scans, trees, weights=lambda found: select_weights(found, weights_threshold, weight_rules)
+    )
 
 
 def _repeat(scan: LayerScan, layer: Layer, history: list[dict[str, Any]]) -> LayerScan:
@@ -224,6 +232,8 @@ def wants_content(name: str, size: int) -> bool:
 
 _DRIVER_LIBS = ("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so")
 _NSIGHT = ("opt/nvidia/nsight", "usr/local/cuda/nsight")
+# pip's nvidia-* CUDA wheels: site-packages in a venv or conda, dist-packages on Debian/Ubuntu
+_NVIDIA_WHEELS = "-packages/nvidia/"
 
 
 @dataclass
@@ -248,8 +258,8 @@ class LayerScan:
     cache_files: list[tuple[str, int]] = field(default_factory=list)  # under CACHE_DIRS or __pycache__
     static_libs_size: int = 0
     devel_only_size: int = 0
-    nvidia_wheels_size: int = 0
-    cuda_libs_size: int = 0
+    # CUDA library files: (path, size, from a pip nvidia-* wheel); summed where still visible
+    cuda_files: list[tuple[str, int, bool]] = field(default_factory=list)
     torch_cuda: tuple[str, str] | None = None
 
     @property
@@ -341,13 +351,13 @@ def scan_layer(
             if _is_devel_only(path, base):
                 scan.devel_only_size += size
             if _is_cuda_lib(path, base):
-                scan.cuda_libs_size += size
+                scan.cuda_files.append((path, size, False))
         elif path.startswith(_NSIGHT):
             scan.devel_only_size += size
         elif base == "nvcc" and "/bin/" in path:
             scan.nvcc.append((path, size))
-        if "/site-packages/nvidia/" in path:
-            scan.nvidia_wheels_size += size
+        if _NVIDIA_WHEELS in path:
+            scan.cuda_files.append((path, size, True))
         if path.startswith(_CACHE_PREFIXES) or "/__pycache__/" in path:
             scan.cache_files.append((path, size))
         if member.data is not None:
@@ -386,8 +396,17 @@ class _Stacked:
         return sizes[order[at]]
 
 
-def combine(result: Analysis, scans: list[LayerScan], trees: bool = True) -> Analysis:
-    """Stack the scanned layers in order (OCI whiteout rules) and count what each hides."""
+def combine(
+    result: Analysis,
+    scans: list[LayerScan],
+    trees: bool = True,
+    weights: Callable[[list[tuple[str, int]]], set[str]] | None = None,
+) -> Analysis:
+    """Stack the scanned layers in order (OCI whiteout rules) and count what each hides.
+
+    ``weights`` picks the model weights among the visible weight-extension files (every one
+    when not given).
+    """
     ordered = sorted(scans, key=lambda s: s.report.index)
     stacked = _Stacked(ordered)
     visible = stacked.visible  # path -> the layer of the file currently visible
@@ -445,8 +464,6 @@ def combine(result: Analysis, scans: list[LayerScan], trees: bool = True) -> Ana
         result.layers.append(scan.report)
         result.static_libs_size += scan.static_libs_size
         result.devel_only_size += scan.devel_only_size
-        result.nvidia_wheels_size += scan.nvidia_wheels_size
-        result.cuda_libs_size += scan.cuda_libs_size
         result.torch_cuda = scan.torch_cuda or result.torch_cuda
     # every file is visible or was hidden once (and counted in wasted then)
     result.final_size = result.total_size - result.wasted
@@ -465,6 +482,17 @@ def combine(result: Analysis, scans: list[LayerScan], trees: bool = True) -> Ana
             if name is not None:
                 result.caches[name] = result.caches.get(name, 0) + size
     result.pycache_size = pycache
+    for scan in ordered:
+        index = scan.report.index
+        for path, size, wheel in scan.cuda_files:
+            if visible.get(path) != index:
+                continue
+            if index in stacked.duplicated and stacked.size(path, index) != size:
+                continue
+            if wheel:
+                result.nvidia_wheels_size += size
+            else:
+                result.cuda_libs_size += size
     if pycache:
         result.caches["__pycache__"] = pycache
     result.caches = {
@@ -480,6 +508,9 @@ def combine(result: Analysis, scans: list[LayerScan], trees: bool = True) -> Ana
                 for path, size in getattr(scan, attribute)
                 if visible.get(path) == index
             )
+    if weights is not None:
+        chosen = weights([(ref.path, ref.size) for ref in result.weights])
+        result.weights = [ref for ref in result.weights if ref.path in chosen]
     if trees:
         _size_trees(result, ordered, hidden)
     return result
@@ -508,7 +539,7 @@ def _size_trees(result: Analysis, scans: list[LayerScan], hidden: set[tuple[str,
                     return "cuda"
             elif path.startswith(_NSIGHT):
                 return "toolkit"
-            elif "/site-packages/nvidia/" in path:
+            elif _NVIDIA_WHEELS in path:
                 return "cuda"
             if path.startswith(_CACHE_PREFIXES) or "/__pycache__/" in path:
                 return "cache"
@@ -535,6 +566,6 @@ def _is_devel_only(path: str, base: str) -> bool:
 
 def _is_cuda_lib(path: str, base: str) -> bool:
     """The CUDA libraries, from /usr/local/cuda or from pip's nvidia-* wheels."""
-    return "/site-packages/nvidia/" in path or (
+    return _NVIDIA_WHEELS in path or (
         path.startswith("usr/local/cuda") and ("/lib64/" in path or "/targets/" in path) and ".so" in base
     )

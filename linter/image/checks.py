@@ -145,13 +145,22 @@ def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
     if not analysis.walked:
         out.extend(_history_findings(analysis, config))
         return out
+    # GL302: one finding per model directory and layer (a sharded model is one problem, not 40)
+    groups: dict[tuple[str, int], list[Any]] = {}
     for ref in analysis.weights:
+        groups.setdefault((ref.path.rpartition("/")[0], ref.layer), []).append(ref)
+    for (directory, layer), refs in groups.items():
+        if len(refs) == 1:
+            what = f"weight file /{refs[0].path} ({human(refs[0].size)})"
+        else:
+            refs.sort(key=lambda r: (-r.size, r.path))
+            names = ", ".join(r.path.rpartition("/")[2] for r in refs[:3]) + (
+                ", ..." if len(refs) > 3 else ""
+            )
+            what = f"model directory /{directory}: {len(refs)} weight files, {human(sum(r.size for r in refs))} ({names})"
         out.append(
             _make(
-                "GL302",
-                source,
-                ref.layer + 1,
-                f"weight file /{ref.path} ({human(ref.size)}) is baked into {layer_text(ref.layer)}; mount it at run time",
+                "GL302", source, layer + 1, f"{what} is baked into {layer_text(layer)}; mount it at run time"
             )
         )
     for ref in analysis.driver_libs:

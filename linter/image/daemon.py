@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any, BinaryIO
 
-from .. import data as facts
 from .analysis import Analysis, LayerScan, combine, scan_layer, wants_content
 from .sources import ImageData, ImageError, Layer, platform_of, sanitize_config
 from .tarscan import DEFAULT_LIMITS, Limits, Member, TarError, iter_members
+from .weights import WeightRules, select_weights
 
 
 class _ChunkStream(io.RawIOBase):
@@ -78,7 +78,8 @@ def analyse_daemon_image(
         raise ImageError(f"docker-daemon:{name}: no such image in the daemon") from None
     except docker.errors.APIError as exc:
         raise ImageError(f"docker-daemon:{name}: the daemon refused ({exc.status_code})") from None
-    extensions = tuple(facts.load("weights")["extensions"])
+    weight_rules = WeightRules.load()
+    extensions = weight_rules.extensions
     scans: dict[str, LayerScan] = {}
     documents: dict[str, Any] = {}
     links: dict[str, str] = {}
@@ -94,7 +95,7 @@ def analyse_daemon_image(
                 0,
                 [],
                 extensions,
-                weights_threshold,
+                min(weights_threshold, weight_rules.candidate_floor),
             )
             scans[_key(member.name)] = scan
             if progress is not None:
@@ -162,7 +163,9 @@ def analyse_daemon_image(
             compressed_size=scan.report.size,
         )
         ordered.append(scan)
-    return combine(result, ordered, trees)
+    return combine(
+        result, ordered, trees, weights=lambda found: select_weights(found, weights_threshold, weight_rules)
+    )
 
 
 def _key(name: str) -> str:
