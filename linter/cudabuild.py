@@ -458,7 +458,7 @@ def _pip_signals(
                         False,
                     )
                 )
-        elif source_build and spec.name is None:
+        elif source_build and spec.name is None and not _host_only_repo(spec):
             how = " against the installed torch" if no_isolation else ""
             out.append(CompileSignal(cmd.line, f"builds {spec.raw} from source{how}", False))
         elif source_build and no_isolation:
@@ -608,6 +608,11 @@ def _cmake(instr: Instruction, cmd: Command) -> str:
 
 def repo_package(spec: PackageSpec) -> str | None:
     """The package a git URL or local directory of a known CUDA project builds (by its repo name)."""
+    return package_of_repo(_repo_base(spec))
+
+
+def _repo_base(spec: PackageSpec) -> str:
+    """The repository (or directory) name a git URL or local path builds: ``.../cocoapi.git@v2`` -> cocoapi."""
     text = (spec.url or spec.raw).split("#", 1)[0]
     text = re.sub(r"^(git|hg|svn|bzr)\+", "", text)
     if "://" in text:
@@ -616,7 +621,13 @@ def repo_package(spec: PackageSpec) -> str | None:
         path = path.rsplit("@", 1)[0] if "@" in path else path
     else:
         path = text
-    return package_of_repo(path.rstrip("/").rsplit("/", 1)[-1])
+    return re.sub(r"\.git$", "", path.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _host_only_repo(spec: PackageSpec) -> bool:
+    """A git or local source of a project known to build no CUDA code (data: packages.host_only_repos)."""
+    canonical = re.sub(r"[-_.]+", "-", _repo_base(spec)).lower()
+    return canonical in set(_packages_table().get("host_only_repos", []))
 
 
 def package_of_repo(base: str) -> str | None:
