@@ -305,7 +305,7 @@ BAD_NAMES = [
         "extend-select: unknown rule 'unused-ignor' (did you mean 'unused-ignore'?)",
     ),
     ("ignore: [GL5O3]\n", "ignore: unknown rule 'GL5O3' (did you mean 'GL503'?)"),
-    ("severity: {GL1010: error}\n", "severity: unknown rule 'GL1010' (did you mean 'GL101'?)"),
+    ("severity: {GL101x: error}\n", "severity: unknown rule 'GL101x' (did you mean 'GL101'?)"),
     (
         'per-file-ignores: {"*.Dockerfile": [unpined-framework]}\n',
         "per-file-ignores.*.Dockerfile: unknown rule 'unpined-framework' (did you mean 'unpinned-framework'?)",
