@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpulint import data
 from gpulint.context import LintContext
@@ -23,6 +25,9 @@ from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
 from gpulint.shell import Word
+
+if TYPE_CHECKING:
+    from gpulint.rules.kernel_pins import Located
 
 _TOOLKIT_PACKAGE_RE = lazy_re(
     r"^(cuda-toolkit(-\d+(-\d+)?)?|cuda-nvcc(-\d+-\d+)?|cuda-minimal-build(-\d+-\d+)?|cuda-compiler(-\d+-\d+)?"
@@ -1263,6 +1268,17 @@ class FrameworkReinstalledOverBase(Rule):
         with their dependencies on NGC PyTorch: their releases pin one exact PyPI
         torch, so pip swaps NGC's build for it. Installing other
         packages, and requirements the image already satisfies, is fine.
+
+        Also torch replaced under other images built around it
+        (`vllm/vllm-openai`, `rayproject/ray-ml`, `lmsysorg/sglang`: a nightly,
+        `-U` or `--force-reinstall`, even with `--no-deps`), PyTorch built from a
+        `git clone` of its source over an image that ships torch, and a framework
+        pinned in the Dockerfile (torch, jax, jaxlib; torch also through a
+        torchvision pin) dragged up by a later unpinned install of a package
+        whose newest release needs a newer one (accelerate, lightning, peft,
+        torchmetrics, sentence-transformers; jax, flax, optax, chex, orbax): a
+        table of those floors by Python version, from the packages' PyPI
+        metadata, in rules/data/dependents.yaml.
     """
     why = """
         The image's framework (and its CUDA stack) stays in its layer while a second
@@ -1282,6 +1298,9 @@ class FrameworkReinstalledOverBase(Rule):
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.stages:
+            yield from self._dragged_up(ctx, stage)
+            yield from self._torch_built_over(ctx, stage)
+            yield from self._over_torch_image(ctx, stage)
             info = ctx.base_info(stage)
             if info is None or info.family not in ("pytorch", "ngc", "tensorflow"):
                 continue
@@ -1336,6 +1355,223 @@ class FrameworkReinstalledOverBase(Rule):
                             line=spec.word.line,
                             column=spec.word.column,
                         )
+
+    def _dragged_up(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
+        """An unpinned install of a package whose newest release needs a newer framework than the one
+        pinned before it (accelerate after torch 1.12, jax after jaxlib 0.1.73): pip moves the framework
+        up, under everything installed or built against the old one."""
+        from gpulint.rules.kernel_pins import image_python, pip_specs
+
+        floors: dict[str, dict[str, dict[str, str]]] = data.load("dependents")["framework_floors"]
+        python = image_python(ctx, stage)
+        base = ctx.base_info(stage)
+        known: dict[str, tuple[str, str]] = {}  # framework package -> (version or X.Y series, how we know)
+        shipped = base.framework_version if base is not None and base.family == "pytorch" else None
+        if shipped and shipped.count(".") >= 1:
+            known["torch"] = (shipped, f"torch {shipped} of the base image")
+        fresh_base = base is not None and base.family in ("nvidia-cuda", "pytorch", "plain")
+        own = {id(item) for item in pip_specs(ctx, stage)}
+        seen: set[str] = set()  # packages an earlier install named: without -U pip keeps them
+        for group in _install_groups(ctx, stage):
+            install = group[0].install
+            names = {item.spec.name for item in group}
+            upgrade = install.has("-U", "--upgrade", "--force-reinstall")
+            moved: set[str] = set()
+            for item in group:
+                name = item.spec.name or ""
+                if (
+                    id(item) not in own
+                    or name not in floors
+                    or install.no_deps
+                    or not _takes_newest(item.spec)
+                ):
+                    continue
+                if not upgrade and (name in seen or not fresh_base):
+                    continue  # pip keeps what is there (an earlier install's, or maybe the image's)
+                for framework, by_python in floors[name].items():
+                    if framework in moved or framework not in known or framework in names:
+                        continue  # installed together, pip picks a release of it that fits
+                    if framework in item.constraint_versions:
+                        continue
+                    floor = _floor(by_python, python[0] if python else None)
+                    version, how = known[framework]
+                    if floor is None or not _older(version, floor):
+                        continue
+                    moved.add(framework)
+                    where = f" for Python {python[0]}" if python else ""
+                    yield self.finding(
+                        ctx,
+                        f"`{item.spec.raw}` takes {name}'s newest release{where}, which needs {framework}>={floor}, "
+                        f"but {framework} {version} is installed ({how}): pip replaces it with PyPI's newest "
+                        f"{framework} (or, where only the import checks the floor, the import fails), under "
+                        f"everything installed or built for {version}; pin {name} to a release that supports "
+                        f"{framework} {version}, or name `{framework}=={version}` in the same install",
+                        line=item.spec.word.line,
+                        column=item.spec.word.column,
+                    )
+            for framework in moved:
+                known.pop(framework, None)
+            for item in group:
+                name = item.spec.name or ""
+                seen.add(name)
+                if name in ("torch", "jax", "jaxlib"):
+                    pinned = item.spec.version if item.spec.pinned and item.spec.version else None
+                    if pinned is None and name in item.constraint_versions:
+                        pinned = item.constraint_versions[name][0]
+                    if pinned:  # a version from ARG/ENV counts as its default value
+                        version = pinned.split("+")[0]
+                        known[name] = (version, f"pinned at {_where(item.spec)}")
+                    elif upgrade or item.spec.kind != "requirement" or name not in known:
+                        known.pop(name, None)
+                elif (
+                    name == "torchvision" and "torch" not in names and item.spec.pinned and item.spec.version
+                ):
+                    series = _torch_of_torchvision(item.spec.version)
+                    if series:
+                        known["torch"] = (
+                            series,
+                            f"the torch {series} that torchvision=={item.spec.version} pins",
+                        )
+
+    def _torch_built_over(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
+        """PyTorch built from a source checkout (`git clone .../pytorch` then `python setup.py install`)
+        on an image that ships torch: the image's torch stays below, and its torchvision/apex were
+        built against it."""
+        from gpulint.buildcontext import workdir_at
+        from gpulint.rules.kernel_pins import _builds, _cwd_before, _installs_only, parse_git_clone
+
+        shipped = _image_torch(ctx, stage)
+        if shipped is None:
+            return
+        clones: list[str] = []
+        for instr in stage.instructions:
+            commands = ctx.commands(instr)
+            workdir = workdir_at(stage, instr)
+            for index, cmd in enumerate(commands):
+                cwd = _cwd_before(commands[:index], workdir)
+                clone = parse_git_clone(cmd)
+                if clone is not None:
+                    if clone.name.lower() == "pytorch":
+                        clones.append(posixpath.normpath(posixpath.join(cwd, clone.directory)))
+                    continue
+                for directory in clones:
+                    if _builds(cmd, cwd, directory) and _installs_only(cmd):
+                        yield self.finding(
+                            ctx,
+                            f"{shipped} already ships torch; this builds and installs PyTorch from the checkout "
+                            f"{directory} over it: the image's torch stays in its layer (gigabytes more), and "
+                            "the image's torchvision, apex and other extensions were built against the "
+                            "torch it replaces; build on an image without torch (nvidia/cuda devel)",
+                            line=cmd.line,
+                            column=cmd.argv[0].column,
+                        )
+                        break
+
+    def _over_torch_image(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
+        """torch reinstalled on an image built around its torch (vllm/vllm-openai, ray-ml, sglang): a
+        nightly, a forced reinstall or an upgrade replaces the torch that the image's compiled kernels
+        (vLLM's _C, flash-attn) were built against."""
+        info = ctx.base_info(stage)
+        if info is None or info.family in ("pytorch", "ngc", "tensorflow"):
+            return  # judged by the framework-image checks
+        shipped = _image_torch(ctx, stage)
+        if shipped is None:
+            return
+        for _, _, install in ctx.stage_installs(stage):
+            if install.manager != "pip":
+                continue
+            nightly = install.has("--pre") or any("/nightly" in url for url in install.all_index_urls)
+            for spec in install.packages:
+                if spec.name != "torch":
+                    continue
+                if nightly or (spec.version and _is_prerelease(spec.version)):
+                    reason = "installs a nightly torch over it"
+                elif install.has("--force-reinstall", "-U", "--upgrade"):
+                    reason = "forces a reinstall" if install.has("--force-reinstall") else "upgrades it"
+                elif spec.kind != "requirement":
+                    reason = "installs a torch wheel from a URL or path over it"
+                else:
+                    continue  # a pinned release may be the image's own; not known
+                yield self.finding(
+                    ctx,
+                    f"{shipped} ships torch with kernels compiled against it (vLLM's _C, flash-attn); "
+                    f"`{spec.raw}` {reason}{' (even with --no-deps)' if install.no_deps else ''}: those "
+                    "kernels no longer match the torch ABI ('undefined symbol') and the old torch stays in "
+                    "its layer; use the image release built for the torch you need",
+                    line=spec.word.line,
+                    column=spec.word.column,
+                )
+
+
+def _install_groups(ctx: LintContext, stage: Stage) -> list[list[Located]]:
+    """The pip specs of ``stage``'s FROM chain, grouped by the install that names them, in order."""
+    from gpulint.rules.kernel_pins import pip_specs
+
+    groups: list[list[Located]] = []
+    for s in reversed(stage.chain()):
+        for item in pip_specs(ctx, s):
+            if groups and groups[-1][0].install is item.install:
+                groups[-1].append(item)
+            else:
+                groups.append([item])
+    return groups
+
+
+def _takes_newest(spec: PackageSpec) -> bool:
+    """A requirement pip resolves to the newest release: no version, or only lower bounds."""
+    if spec.kind != "requirement" or spec.version or spec.version_from_variable or "$" in spec.specifier:
+        return False
+    return not re.search(r"<|==|~=", spec.specifier)
+
+
+def _floor(by_python: dict[str, str], python: str | None) -> str | None:
+    """The floor for ``python`` (the row of the newest key not above it); unknown: the 3.8 row."""
+    if python is None:
+        return by_python.get("3.8")
+    wanted = _release(python)
+    rows = sorted(((_release(k), v) for k, v in by_python.items()), reverse=True)
+    return next((v for k, v in rows if k <= wanted), None)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def _older(version: str, floor: str) -> bool:
+    """``version`` (or an X.Y series) is below ``floor``; a series is compared by its X.Y only."""
+    have, need = _release(version), _release(floor)
+    if version.count(".") == 1:
+        return have < need[:2]
+    return have < need
+
+
+def _is_prerelease(version: str) -> bool:
+    return bool(re.search(r"(dev|a|b|rc)\d*", version.split("+")[0]))
+
+
+def _torch_of_torchvision(version: str) -> str | None:
+    """The torch series a torchvision release pairs with (torch.yaml's series table)."""
+    wanted = ".".join(version.split(".")[:2])
+    table: dict[str, dict[str, object]] = data.load("torch")["series"]
+    return next((series for series, row in table.items() if row.get("torchvision") == wanted), None)
+
+
+def _image_torch(ctx: LintContext, stage: Stage) -> str | None:
+    """The base image when it ships torch (a torch image, NGC PyTorch, or one of base_images.yaml's
+    torch_images), else None."""
+    info = ctx.base_info(stage)
+    ref = stage.root.image
+    if info is None or ref is None:
+        return None
+    text = stage.root.base.text
+    if info.family == "pytorch" or (info.family == "ngc" and info.framework == "pytorch"):
+        return text
+    repos: list[str] = data.load("base_images")["torch_images"]
+    return text if ref.repository in repos else None
+
+
+def _where(spec: PackageSpec) -> str:
+    return f"{spec.source}:{spec.word.line}" if spec.source else f"line {spec.word.line}"
 
 
 def _replaces(install: Install, spec: PackageSpec, family: str, base_version: str | None) -> str | None:
