@@ -1391,8 +1391,8 @@ class FrameworkReinstalledOverBase(Rule):
                 for framework, by_python in floors[name].items():
                     if framework in moved or framework not in known or framework in names:
                         continue  # installed together, pip picks a release of it that fits
-                    if framework in item.constraint_versions:
-                        continue
+                    if framework in item.constraint_versions or item.unread_constraints:
+                        continue  # a constraints file pins it (or may: one gpulint cannot read)
                     floor = _floor(by_python, python[0] if python else None)
                     version, how = known[framework]
                     if floor is None or not _older(version, floor):
