@@ -294,7 +294,8 @@ class RedundantCudaStack(Rule):
         extensions against pip torch (torch loads its own cuDNN). The `-base`
         flavour with pip torch, CPU torch and CPU jax, builder stages, and stages
         that compile CUDA code against torch on a devel image without cuDNN are
-        fine.
+        fine (a stage that builds plain CUDA code with CMake or nvcc is not:
+        that build uses the image's copy, torch its own).
     """
     why = """
         The CUDA math libraries and cuDNN are the bulk of a GPU image. Two copies
@@ -327,8 +328,10 @@ class RedundantCudaStack(Rule):
             return
         if info.flavour not in ("runtime", "devel"):
             return
-        # A shipped stage that compiles CUDA code against torch needs both stacks (GL101/GL507's territory).
-        compiles = stage_compiles(ctx, chain, info)
+        # A shipped stage that compiles CUDA code against torch needs both stacks (GL101/GL507's territory);
+        # one that builds plain CUDA code (CMake, nvcc) against the image's toolkit does not need torch's.
+        signals = stage_compile_signals(ctx, chain, info)
+        compiles = bool(signals) and builds_against_torch(signals)
         base = chain[-1].base.text
         base_tag = (
             chain[-1].image.with_tag(f"{info.cuda}-base-{info.os}") if chain[-1].image and info.os else None
@@ -336,6 +339,14 @@ class RedundantCudaStack(Rule):
         instead = (f"use {base_tag}" if base_tag else "use the -base flavour") + (
             " (pip's CUDA wheels need only the driver plumbing) or a slim Python image with the NVIDIA env"
         )
+        if signals and not compiles:
+            built = min(s.line for s in signals)
+            instead = (
+                f"build the CUDA code (line {built}) in a builder stage FROM {base} and ship it on "
+                + (base_tag or "the -base flavour")
+                + " next to torch's wheels: one CUDA stack, and not two libcublas/libcudart of the same soname "
+                "whose winner depends on load order"
+            )
         torch_flagged = False
         torch_cuda_specs: list[PackageSpec] = []
         dependents: list[tuple[str, int, int, str]] = []
