@@ -116,6 +116,12 @@ def builds_against_torch(signals: list[CompileSignal]) -> bool:
     return any(s.device_code and not _PLAIN_CUDA_BUILD_RE.match(s.reason) for s in signals)
 
 
+def plain_cuda_builds(signals: list[CompileSignal]) -> bool:
+    """Are all these builds plain CUDA projects (CMake, nvcc) that use the toolkit's libraries, none a
+    Python package that may build against torch (flash-attn's setup.py, `pip install .`)?"""
+    return bool(signals) and all(_PLAIN_CUDA_BUILD_RE.match(s.reason) for s in signals)
+
+
 def by_line(signals: list[CompileSignal]) -> list[tuple[int, list[str]]]:
     """Signals grouped by line (one finding per step), reasons in order, without repeats."""
     grouped: dict[int, list[str]] = {}
@@ -331,7 +337,7 @@ class RedundantCudaStack(Rule):
         # A shipped stage that compiles CUDA code against torch needs both stacks (GL101/GL507's territory);
         # one that builds plain CUDA code (CMake, nvcc) against the image's toolkit does not need torch's.
         signals = stage_compile_signals(ctx, chain, info)
-        compiles = bool(signals) and builds_against_torch(signals)
+        compiles = bool(signals) and not plain_cuda_builds(signals)
         base = chain[-1].base.text
         base_tag = (
             chain[-1].image.with_tag(f"{info.cuda}-base-{info.os}") if chain[-1].image and info.os else None
