@@ -28,6 +28,7 @@ from .dockerfile import Instruction
 
 MAX_ENTRIES = 200_000
 MAX_DOCKERIGNORE_BYTES = 1024 * 1024
+_NAME_MAX = 255  # the longest file name Linux file systems (and macOS's) allow, in bytes
 _UTF8_BOM = "\ufeff"
 
 
@@ -326,6 +327,8 @@ def resolve_inside(root: Path, relative: str) -> Path | None:
     a long Dockerfile asks once per COPY source. A symlink loop resolves to a path that
     does not exist (stat fails), as every caller treats a missing file.
     """
+    if any(len(part.encode("utf-8", "surrogateescape")) > _NAME_MAX for part in relative.split("/")):
+        return None  # no file has that name (stat would fail with ENAMETOOLONG)
     try:
         base = os.path.realpath(root)
         path = os.path.realpath(os.path.join(base, relative.lstrip("/")))

@@ -53,3 +53,14 @@ def test_fuzz_suites_remove_their_temporary_directories(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=TESTS)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("gpulint-fuzz-")] == []
+
+
+def test_copy_of_a_name_too_long_for_the_file_system_is_no_crash(tmp_path: Path) -> None:
+    """GL505 asks the build context whether a COPY source is a file; a 300-character name
+    makes stat() fail with ENAMETOOLONG, which means "no such file", not a rule crash."""
+    from gpulint.engine import lint_source
+
+    name = "a" * 300
+    text = f"FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nCOPY {name} /app/\nRUN rm /app/{name}\n"
+    findings = lint_source(text, context_dir=str(tmp_path))
+    assert all(f.code != "GL000" for f in findings)
