@@ -147,3 +147,38 @@ def test_docker_daemon_source_through_podman_service(exported: dict[str, str], t
     finally:
         service.terminate()
         service.wait(timeout=30)
+
+
+def test_cli_controls_on_a_real_image(
+    exported: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`gpulint image` on the podman-built image: the config file, lint's options and formats,
+    help and docs links on every finding, and the pull cost of a rollout."""
+    import json
+
+    from gpulint.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".gpulint.yaml").write_text(
+        "ignore: [GL401]\nseverity: {GL302: error}\nweights-threshold: 1MB\n"
+    )
+
+    def run(*args: str) -> tuple[int, str]:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["image", *args, exported["docker-archive"]])
+        code = exit_info.value.code
+        assert isinstance(code, int)
+        return code, capsys.readouterr().out
+
+    code, out = run("--format", "json", "--price-per-hour", "40", "--nodes", "16")
+    report = json.loads(out)
+    codes = {f["code"]: f["severity"] for f in report["findings"]}
+    assert "GL401" not in codes and codes["GL302"] == "error" and code == 1
+    assert all(f["help"] and f["url"].endswith(f"{f['code']}.md") for f in report["findings"])
+    pull = report["pull_estimate"]
+    assert pull["nodes"] == 16 and pull["rollout_cost"] == pytest.approx(16 * pull["cost"], abs=16 * 5e-5)
+    _, out = run("--format", "junit", "--select", "GL302")
+    assert "GL302" in out and "GL101" not in out
