@@ -773,7 +773,8 @@ class CudaVersionMismatch(Rule):
         `/whl/cuXYZ` index, a `+cuXYZ` pin, `jax[cuda12]`, or the CUDA PyPI ships for
         that torch release, 1.x included: 1.13 is CUDA 11.7, 1.9-1.12 are 10.2) with
         the CUDA version of the base image. Also: an unpinned PyPI torch, which is
-        the newest release for the image's Python (2.4, CUDA 12.1, on Python 3.8; CUDA
+        the newest release for the image's Python (1.10, CUDA 10.2, on Ubuntu 18.04's
+        Python 3.6; 2.4, CUDA 12.1, on Python 3.8; CUDA
         12 or newer on 3.9+); torch pinned with an extra `/whl/cuXYZ` index that has no
         build of that release (`torch==2.6.0` with cu121: pip takes PyPI's CUDA 12.4
         build); xformers from a `/whl/cuXYZ` index, and the torch that xformers, vllm
