@@ -928,3 +928,95 @@ def _build_settings_only(ctx: LintContext, chain: list[Stage]) -> str | None:
     if setting is None:
         return None
     return f"sets {setting} for a source build that no step of the Dockerfile runs: it runs in the container"
+
+
+_SETUP_BUILD_VERBS = frozenset({"install", "build_ext", "develop", "bdist_wheel", "build"})
+_CUDA_REQUEST_VARIABLES = ("USE_CUDA", "FORCE_CUDA", "WITH_CUDA")
+
+
+def _version_at_least(version: str, floor: str) -> bool:
+    def parts(text: str) -> tuple[int, ...]:
+        return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+
+    return parts(version) >= parts(floor)
+
+
+def _ops_built(spec: PackageSpec) -> bool:
+    """Does the release pip picks compile ops at all? (`mmcv` before 2.0 is mmcv-lite: none)."""
+    floor = _packages_table().get("force_cuda_ops_since", {}).get(spec.name or "")
+    if floor is None:
+        return True
+    for op, version in re.findall(r"(===|==|<=|<|~=|>=|>|!=)\s*([\d.]+)", spec.specifier):
+        if op in ("==", "===") and not _version_at_least(version, floor):
+            return False
+        if op == "<" and not _version_at_least(version, floor + ".1"):
+            return False  # <2.0: every release below the first with ops
+        if op == "<=" and not _version_at_least(version, floor):
+            return False
+    return True  # unpinned or a lower bound: the newest release, which has ops
+
+
+def cuda_optional_builds(ctx: LintContext, stage: Stage) -> list[CompileSignal]:
+    """Source builds that ask for CUDA but build without it, silently, where nvcc is missing.
+
+    - FORCE_CUDA-style extensions (mmcv 2.x, detectron2, pytorch3d, the PyG extensions) built from
+      source without FORCE_CUDA=1: their setup.py looks for a GPU, which docker build never has, and
+      compiles CPU-only ops (data: packages.force_cuda_packages);
+    - `setup.py install` (or `pip install .`) with an arch list or USE_CUDA/FORCE_CUDA set: the build
+      asks for CUDA, and torch's own setup.py drops CUDA when it finds no toolkit.
+
+    Only the reason is certain here (the step asks for CUDA); whether it fails or drops CUDA depends on
+    the project. FORCE_CUDA=1 on a gated package is a certain nvcc need (compile_signals' business).
+    """
+    gated = set(_packages_table().get("force_cuda_packages", []))
+    sdist_only = _sdist_only_packages()
+    out: list[CompileSignal] = []
+    for instr in stage.instructions:
+        if instr.keyword != "RUN":
+            continue
+        installs = {id(cmd): install for cmd, install in ctx.installs(instr)}
+        for cmd in ctx.commands(instr):
+            forced = (_env_value(instr, cmd, "FORCE_CUDA") or "0") not in ("0", "")
+            asked = next(
+                (
+                    name
+                    for name in (*ARCH_VARIABLES, *_CUDA_REQUEST_VARIABLES)
+                    if (_env_value(instr, cmd, name) or "0") not in ("0", "", "OFF", "off", "False", "false")
+                ),
+                None,
+            )
+            values = cmd.arg_values
+            if re.match(r"^python[\d.]*$", cmd.name) and values[:1] and values[0].endswith("setup.py"):
+                if asked and any(v in _SETUP_BUILD_VERBS for v in values[1:]):
+                    out.append(CompileSignal(cmd.line, f"sets {asked} for a setup.py build", True))
+                continue
+            install = installs.get(id(cmd))
+            if install is None or install.manager != "pip" or forced:
+                continue
+            for spec in install.packages:
+                source = _is_source(spec)
+                name = spec.name or (repo_package(spec) if source else None)
+                if name not in gated:
+                    if asked and source and spec.kind == "path" and spec.name is None:
+                        out.append(
+                            CompileSignal(cmd.line, f"sets {asked} for a source build of {spec.raw}", True)
+                        )
+                    continue
+                from_pypi = (
+                    spec.kind == "requirement"
+                    and name in sdist_only
+                    and not _wheel_source_given(install)
+                    and not install.has("--only-binary", "--prefer-binary")
+                    and _ops_built(spec)
+                )
+                if source or from_pypi or _no_binary(install, spec):
+                    where = "from source" if source else "from PyPI's source distribution"
+                    out.append(
+                        CompileSignal(
+                            cmd.line,
+                            f"builds {name} {where} without FORCE_CUDA=1: its setup.py compiles the CUDA ops only "
+                            "with FORCE_CUDA=1 or a visible GPU, and docker build has neither",
+                            True,
+                        )
+                    )
+    return out

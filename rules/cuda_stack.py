@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 
 from gpulint import data
 from gpulint.context import LintContext
-from gpulint.cudabuild import GENERIC_BUILDERS, CompileSignal, compile_signals, nvcc_probes, run_exports
+from gpulint.cudabuild import (
+    GENERIC_BUILDERS,
+    CompileSignal,
+    compile_signals,
+    cuda_optional_builds,
+    nvcc_probes,
+    run_exports,
+)
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.frameworks import (
@@ -179,10 +186,17 @@ class RuntimeLacksToolkit(Rule):
         even before it downloads a prebuilt wheel (unless its `*_SKIP_CUDA_BUILD`
         is TRUE or a find-links page or extra index may serve the wheel); and
         `which nvcc` / `nvcc --version` probes whose failure fails the RUN (not
-        after `||`, in an `if`, or piped). The same steps on a plain OS image
+        after `||`, in an `if`, or piped). Also source builds that ask for CUDA
+        but drop it where there is no toolkit: FORCE_CUDA-style extensions
+        (mmcv 2.x, detectron2, pytorch3d, torch-scatter and the other PyG
+        extensions from PyPI's sdists or git) without `FORCE_CUDA=1` build
+        CPU-only ops, since docker build has no GPU for their setup.py to see;
+        `setup.py install` with `TORCH_CUDA_ARCH_LIST` or `USE_CUDA` set fails or,
+        for torch itself, builds a CPU-only torch. The same steps on a plain OS image
         (ubuntu, debian, python...) are reported too when no earlier step may have
         installed a toolkit (apt/conda toolkit packages, anything naming CUDA, a
-        script or runfile, a conda environment file, a COPY from another image).
+        script or runfile other than a conda installer, a conda environment file,
+        a COPY from another image or from a stage that may hold one).
         Installs of prebuilt wheels, and the same steps in a devel stage, are fine.
     """
     why = """
@@ -221,9 +235,18 @@ class RuntimeLacksToolkit(Rule):
                 else "compile in a *-devel-* builder stage and COPY --from it the built wheel or binary"
             )
             signals = certain_compile_signals(ctx, [stage]) + nvcc_probes(ctx, stage)
+            optional = cuda_optional_builds(ctx, stage)
             if not cuda_image:
                 # a plain OS image: only steps before which nothing may have installed a toolkit
                 signals = [s for s in signals if not _may_have_toolkit(ctx, stage, s.line)]
+                optional = [s for s in optional if not _may_have_toolkit(ctx, stage, s.line)]
+            # a FORCE_CUDA-style extension without FORCE_CUDA does not fail: it builds CPU-only (below)
+            gated = {(s.line, s.reason.split(" ", 2)[1]) for s in optional if _GATED_RE.match(s.reason)}
+            signals = [
+                s
+                for s in signals
+                if not (_SOURCE_BUILD_RE.match(s.reason) and (s.line, s.reason.split(" ", 2)[1]) in gated)
+            ]
             what = (
                 f"a {info.flavour} image with no nvcc and no CUDA headers"
                 if cuda_image
@@ -240,20 +263,53 @@ class RuntimeLacksToolkit(Rule):
                     line=line,
                     help=step_fix,
                 )
+            reported = {s.line for s in signals}
+            for line, reasons in by_line([s for s in optional if s.line not in reported]):
+                if all(_GATED_RE.match(r) for r in reasons):
+                    step = "builds a CUDA extension"
+                    outcome = "it builds CPU-only ops without an error, and the GPU ops fail at run time"
+                    step_fix = f"{fix} (with FORCE_CUDA=1 and TORCH_CUDA_ARCH_LIST set for your GPUs)"
+                else:
+                    step = "asks for a CUDA build"
+                    outcome = (
+                        "the build fails, or drops CUDA without an error (torch's own setup.py builds a CPU-only "
+                        "torch when it finds no toolkit)"
+                    )
+                    step_fix = fix
+                yield self.finding(
+                    ctx,
+                    f"{_stage_name(stage)} is built on {stage.root.base.text}, {what}, but this step {step} "
+                    f"(found: {'; '.join(reasons)}): {outcome}; {step_fix}",
+                    line=line,
+                    help=step_fix,
+                )
 
+
+_GATED_RE = lazy_re(r"^builds \S+ (from source|from PyPI's source distribution) without FORCE_CUDA=1")
+_SOURCE_BUILD_RE = lazy_re(r"^builds \S+ from source$")
 
 # steps that may install a CUDA toolkit gpulint cannot see into: a NVIDIA runfile or repository, a
 # script, a conda environment file, a COPY from another image or stage
 _OPAQUE_SCRIPT_RE = lazy_re(r"(^|/)[\w.-]+\.(sh|bash|run)$")
 
 
-def _may_have_toolkit(ctx: LintContext, stage: Stage, line: int) -> bool:
-    """Could anything before ``line`` in the stage's chain have installed nvcc (on a plain OS image)?"""
+def _may_have_toolkit(ctx: LintContext, stage: Stage, line: int, seen: frozenset[int] = frozenset()) -> bool:
+    """Could anything before ``line`` in the stage's chain have installed nvcc (on a plain OS image)?
+    A COPY --from another stage of the Dockerfile brings a toolkit only if that stage may have one."""
     for item in stage.all_instructions():
         if item.line > line:
             break
-        if item.keyword in ("COPY", "ADD") and (item.flag("from") is not None or "cuda" in item.args.lower()):
+        if item.keyword in ("COPY", "ADD") and "cuda" in item.args.lower():
             return True
+        source = item.flag("from") if item.keyword in ("COPY", "ADD") else None
+        if source is not None:
+            other = _stage_named(ctx, source)
+            if other is None or other.index in seen or other.index == stage.index:
+                return True  # another image, or a loop: anything may come with it
+            last = max((i.line for i in other.all_instructions()), default=0)
+            if _may_have_toolkit(ctx, other, last + 1, seen | {stage.index}):
+                return True
+            continue
         if item.keyword != "RUN":
             continue
         for cmd in ctx.commands(item):
@@ -262,13 +318,29 @@ def _may_have_toolkit(ctx: LintContext, stage: Stage, line: int) -> bool:
             text = cmd.text.lower()
             if "cuda" in text or "nvcc" in text:
                 return True
-            if cmd.name in ("sh", "bash", "source", ".") or _OPAQUE_SCRIPT_RE.search(cmd.name):
+            script = (cmd.arg_values[:1] or [cmd.name])[0]
+            opaque = cmd.name in ("sh", "bash", "source", ".") or _OPAQUE_SCRIPT_RE.search(cmd.name)
+            if opaque and not _CONDA_INSTALLER_RE.search(script):
                 return True
             if cmd.name in ("conda", "mamba", "micromamba") and any(
                 v in ("-f", "--file", "env") for v in cmd.arg_values
             ):
                 return True
     return False
+
+
+# the conda installers (Miniconda, Miniforge, Mambaforge, Anaconda): they install Python and conda, no toolkit
+_CONDA_INSTALLER_RE = lazy_re(
+    r"(^|/)(mini|ana)conda[\w.-]*\.sh$|(^|/)(miniforge|mambaforge)[\w.-]*\.sh$", re.I
+)
+
+
+def _stage_named(ctx: LintContext, name: str) -> Stage | None:
+    """The stage of this Dockerfile that ``--from=name`` names (by name or index), if any."""
+    for other in ctx.stages:
+        if (other.name and other.name.lower() == name.lower()) or str(other.index) == name:
+            return other
+    return None
 
 
 @register
