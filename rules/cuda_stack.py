@@ -30,6 +30,7 @@ from gpulint.frameworks import (
 from gpulint.gpubase import BaseInfo
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
+from gpulint.manifests import ManifestContext, manifest_check
 from gpulint.rule import Rule, register
 from gpulint.shell import Word
 
@@ -1368,7 +1369,9 @@ class FrameworkReinstalledOverBase(Rule):
         whose newest release needs a newer one (accelerate, lightning, peft,
         torchmetrics, sentence-transformers; jax, flax, optax, chex, orbax): a
         table of those floors by Python version, from the packages' PyPI
-        metadata, in rules/data/dependents.yaml.
+        metadata, in rules/data/dependents.yaml. In Kubernetes manifests: a
+        RayService/RayJob whose runtime_env pip pins torch (or vllm/xformers,
+        which pin one exact torch) on a Ray image that ships torch (ray-ml).
     """
     why = """
         The image's framework (and its CUDA stack) stays in its layer while a second
@@ -1700,3 +1703,97 @@ def _replaces(install: Install, spec: PackageSpec, family: str, base_version: st
         if base_version not in SpecifierSet(spec.specifier):
             return f"asks for {spec.specifier}, which {base_version} does not satisfy, so pip replaces it"
     return "upgrades it to PyPI's latest release" if upgrade else None
+
+
+# -- GL109 in Kubernetes manifests: Ray's runtime_env pip ------------------------------------------
+
+_RAY_RUNTIME_ENV_KEYS = {"RayService": "serveConfigV2", "RayJob": "runtimeEnvYAML"}
+
+
+@manifest_check("GL109")
+def _ray_runtime_env_torch(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
+    """A RayService/RayJob whose runtime_env pip pins a torch (or vllm/xformers, which pin one exact
+    torch) on a Ray image that ships torch (rayproject/ray-ml): every worker start installs that torch
+    over the image's, with its CUDA wheels."""
+    from gpulint.imageref import parse_image_ref
+
+    if ctx.kind != "kubernetes":
+        return
+    torch_images = set(data.load("base_images")["torch_images"])
+    pins: dict[str, dict[str, str]] = data.load("kernels")["torch_pins"]
+    for yfile in ctx.files.values():
+        for doc in yfile.documents:
+            kind = doc.text_at("kind") if doc.is_map else None
+            key = _RAY_RUNTIME_ENV_KEYS.get(kind or "")
+            block = doc.get("spec", key) if key else None
+            if block is None or not block.is_scalar or not block.style.startswith("|"):
+                continue  # a literal block keeps its lines, so a line inside it maps onto the file
+            images = [
+                c.image.text() or ""
+                for c in ctx.containers
+                if c.image is not None and c.workload == f"{kind}/{doc.text_at('metadata', 'name')}"
+            ]
+            shipped = next((i for i in images if parse_image_ref(i).repository in torch_images), None)
+            if shipped is None:
+                continue
+            for line, requirement in _runtime_env_pip(block.text() or "", kind == "RayJob"):
+                name, version = requirement
+                torch = version if name == "torch" else pins.get(name, {}).get(version)
+                if torch is None:
+                    continue
+                how = "" if name == "torch" else f", which pins torch=={torch},"
+                yield rule.finding_at(
+                    block.path,
+                    block.line + 1 + line,
+                    f"runtime_env pip installs {name}=={version}{how} on {shipped}, which already ships torch: "
+                    f"every worker start downloads torch {torch} and its CUDA wheels into the job's environment "
+                    "over the image's torch (unless it is that exact release), and the image's compiled "
+                    "extensions no longer match it; use an image that has the torch (and vllm) you need",
+                )
+
+
+def _runtime_env_pip(text: str, top_level: bool) -> list[tuple[int, tuple[str, str]]]:
+    """(0-based line in ``text``, (name, exact version)) of each ``name==version`` in the runtime_env
+    pip lists of a Ray Serve config (``applications[].runtime_env``) or a RayJob runtime env."""
+    import yaml
+
+    try:
+        root = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError:
+        return []
+    envs: list[yaml.Node] = []
+    if top_level and root is not None:
+        envs.append(root)
+    stack = [root] if root is not None else []
+    budget = 10_000  # bounded walk of the embedded document
+    while stack and budget:
+        budget -= 1
+        node = stack.pop()
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == "runtime_env":
+                    envs.append(value)
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    out: list[tuple[int, tuple[str, str]]] = []
+    for env in envs:
+        if not isinstance(env, yaml.MappingNode):
+            continue
+        pip = next((v for k, v in env.value if isinstance(k, yaml.ScalarNode) and k.value == "pip"), None)
+        if isinstance(pip, yaml.MappingNode):
+            pip = next(
+                (v for k, v in pip.value if isinstance(k, yaml.ScalarNode) and k.value == "packages"), None
+            )
+        if not isinstance(pip, yaml.SequenceNode):
+            continue
+        for item in pip.value:
+            if not isinstance(item, yaml.ScalarNode):
+                continue
+            match = re.fullmatch(
+                r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([0-9][0-9A-Za-z.+!-]*)\s*", str(item.value)
+            )
+            if match:
+                name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
+                out.append((item.start_mark.line, (name, match.group(2).split("+")[0])))
+    return out
