@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from gpulint import data
+from gpulint.buildcontext import context_file_for
 from gpulint.context import LintContext
 from gpulint.cudabuild import (
     GENERIC_BUILDERS,
@@ -23,6 +24,7 @@ from gpulint.frameworks import (
     Variant,
     cu_to_version,
     framework_cuda,
+    index_variant_tag,
     series_info,
     torch_series,
     torch_variant,
@@ -32,7 +34,8 @@ from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
 from gpulint.manifests import ManifestContext, manifest_check
 from gpulint.rule import Rule, register
-from gpulint.shell import Word
+from gpulint.shell import Command, Word
+from gpulint.uvproject import parse_uv_sync, pinned_index
 
 if TYPE_CHECKING:
     from gpulint.rules.kernel_pins import Located
@@ -357,7 +360,9 @@ class RedundantCudaStack(Rule):
         that pins torch (vllm, sglang, xformers), on top of an nvidia/cuda
         runtime or devel image that already has the CUDA libraries, also when
         they come in by `COPY --from` of a builder stage's Python environment
-        (site-packages, a venv, a conda prefix, pip's `--prefix` tree); or apt
+        (site-packages, a venv, a conda prefix, pip's `--prefix` tree), and
+        when a `uv sync` installs it from the CUDA index the project's
+        pyproject.toml (read from the build context) pins it to; or apt
         installs of `cuda-toolkit*`, `cuda-libraries*` or `libcudnn*` of the
         image's own CUDA/cuDNN version on an nvidia/cuda flavour that already
         contains them. Also: jax's `cuda12`/`cuda12_pip` extras,
@@ -492,6 +497,22 @@ class RedundantCudaStack(Rule):
                                 "no-op, and an upgrade writes a second copy of those libraries into a new layer; "
                                 "drop it, or pick the image flavour that has what you need",
                             )
+        if not compiles:
+            for stage in reversed(chain):
+                for instr, cmd in ctx.stage_commands(stage):
+                    found = uv_sync_cuda_torch(ctx, stage, instr, cmd)
+                    if found is None:
+                        continue
+                    torch_flagged = True
+                    what, word = found
+                    yield self.finding(
+                        ctx,
+                        f"`uv sync` installs {what}, on top of {base}, whose {info.flavour} flavour already has "
+                        f"them: two copies of the CUDA stack; {instead}",
+                        line=word.line,
+                        column=word.column,
+                        help=instead,
+                    )
         if compiles and info.cudnn and torch_cuda_specs:
             # Compiling torch extensions needs nvcc and the headers, not a second cuDNN: torch loads its own.
             spec = torch_cuda_specs[0]
@@ -755,6 +776,11 @@ def copied_cuda_stacks(ctx: LintContext, chain: list[Stage]) -> Iterator[tuple[I
 def _stack_in(ctx: LintContext, source: Stage, paths: list[str]) -> tuple[str, int] | None:
     """The first CUDA library stack ``source``'s chain installs into one of ``paths``."""
     for stage in reversed(source.chain()):
+        if any(_carries(path, []) for path in paths):
+            for instr, cmd in ctx.stage_commands(stage):
+                found = uv_sync_cuda_torch(ctx, stage, instr, cmd)
+                if found is not None:
+                    return found[0], found[1].line
         for instr, _cmd, install in ctx.stage_installs(stage):
             places = [v for option in _PIP_PLACE_OPTIONS for v in install.options.get(option, [])]
             if not any(_carries(path, places) for path in paths):
@@ -773,6 +799,27 @@ def _carries(path: str, places: list[str]) -> bool:
     if places:
         return any(place.rstrip("/") == path or place.startswith(path + "/") for place in places)
     return bool(_ENV_PATH_RE.search(path))
+
+
+def uv_sync_cuda_torch(
+    ctx: LintContext, stage: Stage, instr: Instruction, cmd: Command
+) -> tuple[str, Word] | None:
+    """A `uv sync` whose pyproject.toml (read from the build context) installs torch from a CUDA
+    index (``[tool.uv.sources]``, for the project or a selected extra): what it brings, and the
+    `sync` word. None without the file, or when torch comes from PyPI or a CPU index."""
+    sync = parse_uv_sync(cmd)
+    if sync is None:
+        return None
+    local = context_file_for(ctx, stage, instr, posixpath.join(sync.project or ".", "pyproject.toml"))
+    url = pinned_index(local, sync, "torch") if local is not None else None
+    tag = index_variant_tag(url) if url else None
+    if not tag or not tag.startswith("cu"):
+        return None
+    return (
+        f"torch's CUDA build (CUDA {cu_to_version(tag)}, from {url}, the index pyproject.toml's "
+        "[tool.uv.sources] pins it to), which brings its own CUDA libraries and cuDNN as nvidia-* wheels",
+        sync.word,
+    )
 
 
 def pip_cuda_bundle(spec: PackageSpec) -> str | None:
