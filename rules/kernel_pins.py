@@ -1220,6 +1220,10 @@ _CUDA_APT_RE = lazy_re(
     r"|libnvinfer[a-z0-9-]*)$"
 )
 _SERIES_SUFFIX_RE = lazy_re(r"-\d+-\d+$")
+# cuBLAS as NVIDIA's CUDA 10.x repository named it (libcublas10, libcublas-dev: no CUDA series in the
+# name). Ubuntu ships packages of the same names, which do not move: judged on nvidia/cuda images only,
+# where NVIDIA's repository is configured and wins.
+_NVIDIA_REPO_CUBLAS_RE = lazy_re(r"^libcublas(lt)?\d*(-dev)?$")
 
 
 @register
@@ -1231,8 +1235,10 @@ class UnpinnedCudaAptPackage(Rule):
     summary = "A CUDA, cuDNN, NCCL or TensorRT system package is installed without a version"
     what = """
         Finds apt/yum/dnf installs of `cuda-*`, `libcudnn*`/`cudnn*`, `libnccl*`,
-        `tensorrt*` and `libnvinfer*` without a version, and of the `cuda`
-        metapackage itself (it follows NVIDIA's newest CUDA release). Pinned
+        `tensorrt*` and `libnvinfer*` without a version, of the `cuda`
+        metapackage itself (it follows NVIDIA's newest CUDA release), and - on
+        nvidia/cuda images, where NVIDIA's repository is configured - of cuBLAS
+        under the names of its CUDA 10 packages (`libcublas10`, `libcublas-dev`). Pinned
         (`pkg=1.2.3-1`, `pkg-1.2.3` for yum/dnf), versions from an `ENV`/`ARG`,
         and names that carry their CUDA series (`cuda-toolkit-12-4`, `cuda-12-4`)
         are fine; other driver packages are GL401's, `cuda-compat-*` is forward
@@ -1256,12 +1262,15 @@ class UnpinnedCudaAptPackage(Rule):
         from gpulint.rules.drivers import is_driver_package
 
         for stage in ctx.stages:
+            info = ctx.base_info(stage)
+            nvidia_repo = info is not None and info.family == "nvidia-cuda"
             for _, cmd, install in ctx.stage_installs(stage):
                 if install.manager not in ("apt", "yum"):
                     continue
                 for spec in install.packages:
                     name = spec.name or ""
-                    if not _CUDA_APT_RE.match(name) or spec.pinned or spec.version_from_variable:
+                    known = _CUDA_APT_RE.match(name) or (nvidia_repo and _NVIDIA_REPO_CUBLAS_RE.match(name))
+                    if not known or spec.pinned or spec.version_from_variable:
                         continue
                     if (
                         _SERIES_SUFFIX_RE.search(name)
