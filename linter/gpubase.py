@@ -49,7 +49,9 @@ def tag_floats(tag: str | None) -> bool:
     parts = [p for p in _TAG_SEGMENT.split(tag) if p]
     if len(parts) < 2 or not (parts[0] in edge or parts[-1] in edge):
         return False
-    return parts[0] == "latest" or not _PINNING_PART.search(tag)
+    # `latest` at either end is the newest build of what the other parts name (`2023c_latest`,
+    # `1.2-latest`): the version names a line, not a build
+    return "latest" in (parts[0], parts[-1]) or not _PINNING_PART.search(tag)
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,23 @@ def floating_tag_problem(ref: ImageRef, info: BaseInfo, gpu: bool = False) -> st
         return "uses :latest"
     if info.floating:
         return f"uses the floating tag :{ref.tag}"
+    tool = _tool_versioned_tag(ref)
+    if tool is not None:
+        return f"uses :{ref.tag}, which names no {tool} version: every {tool} release rebuilds it"
     if gpu and not any(ch.isdigit() for ch in ref.tag):
         return f"uses :{ref.tag}, a tag with no version that each release rebuilds"
     return None
+
+
+def _tool_versioned_tag(ref: ImageRef) -> str | None:
+    """The tool whose version a tag of this repository should start with, when it does not
+    (ghcr.io/astral-sh/uv:python3.12-bookworm is the newest uv on that base; data:
+    base_images.tool_versioned_tags)."""
+    entry = data.load("base_images")["tool_versioned_tags"].get(ref.full_name)
+    if entry is None or ref.tag is None or re.match(entry["version"], ref.tag):
+        return None
+    tool: str = entry["tool"]
+    return tool
 
 
 def _tag_words(tag: str | None) -> set[str]:

@@ -291,7 +291,10 @@ class UnpinnedBaseImage(Rule):
         `10.2-runtime`). GPU images (GPU bases and GPU-only servers such as
         vllm/vllm-openai) are errors; other images (ubuntu, python...) are
         warnings, the same in compose files and Kubernetes manifests. A version,
-        date or commit in a branch tag pins it (`nightly-20240101`). Tags that
+        date or commit in a branch tag pins it (`nightly-20240101`), but a
+        trailing `latest` floats after a version too (`py311_2023c_latest`); a
+        tool's image tagged without the tool's version floats
+        (`ghcr.io/astral-sh/uv:python3.12-bookworm`: pin `0.5.11-python3.12-bookworm`). Tags that
         come from an `ARG` are judged by the ARG's default; `FROM scratch`, `FROM
         <stage>` and `@sha256:` digests are pinned.
     """

@@ -119,6 +119,10 @@ def test_must_not_fire(text: str) -> None:
         "ghcr.io/acme/domain:maintenance",  # 'main' inside a word is not the branch
         "pytorch/pytorch:2.4.1-cuda12.4-cudnn9-devel",  # the devel flavour is not a dev branch
         "rocm/dev-ubuntu-22.04:6.2",
+        "quay.io/acme/workbench:cuda-py311_2023c_20240301",  # the dated build of that line is pinned
+        "ghcr.io/acme/app:1.2-latestfix",  # 'latest' inside a word is no channel
+        "ghcr.io/astral-sh/uv:0.5.11-python3.12-bookworm-slim",  # the uv version leads the tag
+        "ghcr.io/astral-sh/uv:0.5-python3.12-bookworm",
     ],
 )
 def test_pinned_tags_with_branch_like_words_are_not_floating(image: str) -> None:
@@ -136,6 +140,10 @@ def test_pinned_tags_with_branch_like_words_are_not_floating(image: str) -> None
         ("registry.example.com/base:latest-fips-dev", Severity.WARNING),
         ("debian:stable-slim", Severity.WARNING),
         ("ubuntu:rolling", Severity.WARNING),
+        # `latest` at the end: the newest build of the line the version names
+        ("quay.io/acme/workbench:cuda-py311_2023c_latest", Severity.ERROR),  # a CUDA image
+        ("quay.io/acme/workbench:py311_2023c_latest", Severity.WARNING),
+        ("ghcr.io/acme/app:1.2-latest", Severity.WARNING),
     ],
 )
 def test_branch_and_channel_tags_float_for_any_image(image: str, severity: Severity) -> None:
@@ -157,3 +165,11 @@ def test_old_x_y_nvidia_cuda_tags_floated(image: str) -> None:
     f = only(gl103(dockerfile(f"FROM {image}", 'CMD ["/app"]')))
     assert f.severity is Severity.ERROR
     assert "uses the floating tag" in f.message
+
+
+@pytest.mark.parametrize("image", ["ghcr.io/astral-sh/uv:python3.12-bookworm", "astral/uv:debian-slim"])
+def test_tool_image_without_the_tool_version_floats(image: str) -> None:
+    # uv's derived images are also tagged <uv version>-<base>: without it, every uv release rebuilds the tag
+    findings = gl103(dockerfile(f"FROM {image}", 'CMD ["/app"]'))
+    assert [(f.code, f.severity) for f in findings] == [("GL103", Severity.WARNING)]
+    assert "names no uv version" in findings[0].message
