@@ -121,6 +121,7 @@ def _needs(ctx: LintContext, chain: list[Stage], gpu_base: bool) -> list[_Need]:
     """The installs in the shipped chain of packages that load CUDA libraries from the system."""
     table = _table()["packages"]
     cupy, llama, tf, jetson = (table[k] for k in ("cupy", "llama-cpp-python", "tensorflow", "jetson"))
+    ort, ct2 = table["onnxruntime-gpu"], table["ctranslate2"]
     llama_re = [re.compile(p) for p in llama["wheel_indexes"]]
     jetson_re = [re.compile(p) for p in jetson["wheel_sources"]]
     intent = gpu_base or _gpu_intent(ctx, chain)
@@ -139,39 +140,25 @@ def _needs(ctx: LintContext, chain: list[Stage], gpu_base: bool) -> list[_Need]:
             for spec in specs:
                 name = spec.name or ""
                 where = (spec.url or spec.raw) if spec.kind == "url" else ""
-                if any(name.startswith(p) for p in cupy["prefixes"]):
+                if (spec.kind == "url" and any(r.search(where) for r in jetson_re)) or (
+                    jetson_index and name in ("torch", "torchvision", "torchaudio", "onnxruntime-gpu")
+                ):
+                    label = f"the Jetson build of {name or spec.raw}"
+                    out.append(_Need(spec, instr, cmd, "jetson", label, list(jetson["needs"]), None))
+                elif any(name.startswith(p) for p in cupy["prefixes"]):
                     if cupy["pip_extra"] not in spec.extras:
                         out.append(_Need(spec, instr, cmd, "cupy", name, list(cupy["needs"]), "ctk"))
                 elif name == "llama-cpp-python" and (llama_index or any(r.search(where) for r in llama_re)):
-                    out.append(
-                        _Need(
-                            spec,
-                            instr,
-                            cmd,
-                            "llama-cpp-python",
-                            "llama-cpp-python's CUDA wheel",
-                            list(llama["needs"]),
-                            None,
-                        )
-                    )
+                    label = "llama-cpp-python's CUDA wheel"
+                    out.append(_Need(spec, instr, cmd, "llama-cpp-python", label, list(llama["needs"]), None))
                 elif name in tf["names"] and "and-cuda" not in spec.extras:
                     if _tf_gpu(spec) and (intent or name == "tensorflow-gpu") and not _arm(chain[-1]):
                         extra = "and-cuda" if _tf_extra_ok(spec) else None
                         out.append(_Need(spec, instr, cmd, "tensorflow", name, list(tf["needs"]), extra))
-                elif (spec.kind == "url" and any(r.search(where) for r in jetson_re)) or (
-                    jetson_index and name in ("torch", "torchvision", "torchaudio", "onnxruntime-gpu")
-                ):
-                    out.append(
-                        _Need(
-                            spec,
-                            instr,
-                            cmd,
-                            "jetson",
-                            f"the Jetson build of {name or spec.raw}",
-                            list(jetson["needs"]),
-                            None,
-                        )
-                    )
+                elif name in ort["names"] and not set(spec.extras) & set(ort["pip_extra"].split(",")):
+                    out.append(_Need(spec, instr, cmd, "onnxruntime-gpu", name, list(ort["needs"]), None))
+                elif name in ct2["names"] and intent and not _arm(chain[-1]):
+                    out.append(_Need(spec, instr, cmd, "ctranslate2", name, list(ct2["needs"]), None))
             if llama_index and install.requirement_files and not any(s.source for s in specs):
                 # `-r requirements.txt` gpulint cannot read, with the llama-cpp-python CUDA wheel index
                 out.append(
@@ -286,7 +273,9 @@ class CudaLibsMissing(Rule):
         release wheels), which link cudart and cuBLAS; `tensorflow` 2.1+ without
         `[and-cuda]` (CUDA and cuDNN) on an nvidia/cuda image without cuDNN, or
         on a plain image that sets `NVIDIA_VISIBLE_DEVICES` or
-        `NVIDIA_DRIVER_CAPABILITIES`; and Jetson wheels (torch from the Jetson
+        `NVIDIA_DRIVER_CAPABILITIES`; onnxruntime-gpu without its `cuda`/`cudnn`
+        extras (CUDA and cuDNN) and, with the same GPU intent as TensorFlow,
+        ctranslate2/faster-whisper (cuBLAS and cuDNN); and Jetson wheels (torch from the Jetson
         indexes) on `l4t-base` r34.1 and later, which carries no CUDA and gets
         none mounted. Not reported when anything may bring the libraries: CUDA
         apt/yum packages, conda, pip's `nvidia-*` wheels or torch's CUDA build,
@@ -361,12 +350,28 @@ class CudaLibsMissing(Rule):
                 yield self.finding(ctx, redact_secrets(message), line=need.cmd.line, help=fix)
 
 
+def _cudnn_runtime_tag(tag: str, cuda: str | None) -> str | None:
+    """The cuDNN runtime tag of the same CUDA release and OS (data: cuda.tag_variants), if one exists."""
+    match = re.match(r"^(\d+\.\d+\.\d+)-(?:cudnn\d*-)?(?:base|runtime|devel)-(.+)$", tag)
+    if cuda is None or match is None:
+        return None
+    version = _version_tuple(match.group(1))
+    for name, (low, high) in data.load("cuda")["tag_variants"]["cudnn"].items():
+        if _version_tuple(low) <= version and (high is None or version <= _version_tuple(high)):
+            return f"{match.group(1)}-{name}-runtime-{match.group(2)}"
+    return None
+
+
 def ref_is_l4t(stage: Stage) -> bool:
     ref = stage.root.image
     return ref is not None and ref.full_name == _table()["bases"]["l4t-base"]["repository"]
 
 
 def _effect(package: str) -> str:
+    if package == "onnxruntime-gpu":
+        return "the CUDA execution provider fails to load and ONNX Runtime runs on the CPU"
+    if package == "ctranslate2":
+        return "CTranslate2 fails to load the library when asked for the GPU"
     if package == "tensorflow":
         return "TensorFlow cannot open them, skips the GPU and runs on the CPU"
     if package == "cupy":
@@ -385,6 +390,9 @@ def _fix(ctx: LintContext, stage: Stage, need: _Need, missing: list[str]) -> str
     cudnn = "cudnn" in missing
     if info is not None and info.family == "nvidia-cuda" and ref is not None and ref.tag:
         if cudnn:
+            tag = _cudnn_runtime_tag(ref.tag, info.cuda)
+            if tag is not None:
+                return f"{extra}use {ref.with_tag(tag)}"
             return f"{extra}use a cuDNN runtime tag of nvidia/cuda (X.Y.Z-cudnn-runtime-<os>)"
         tag = re.sub(r"-base(?=-|$)", "-runtime", ref.tag, count=1)
         if tag != ref.tag:
