@@ -243,6 +243,7 @@ class _Settings:
     # the findings of the texts linted last: a lint is deterministic, so the whole-file check
     # need not lint again the text the last pass already linted (a full lint of a long file is costly)
     linted: dict[str, LintResult] = field(default_factory=dict)
+    problems: dict[str, int | None] = field(default_factory=dict)  # text -> _parse_problems
 
 
 _LINTED_KEPT = 4  # bounds the memory: each kept text is at most the input limit
@@ -264,11 +265,19 @@ def _lint(text: str, settings: _Settings) -> list[Finding]:
 
 
 def _parse_problems(text: str, settings: _Settings) -> int | None:
+    """Parse problems of ``text`` (None: not a readable Dockerfile); a pass's new text is the
+    next pass's old one, so the last few answers are kept (a long file's parse is not cheap)."""
+    if text in settings.problems:
+        return settings.problems[text]
     try:
         df = parse_dockerfile(text, settings.path, dict(settings.build_args or {}), settings.target)
+        found: int | None = len(df.problems)
     except DockerfileError:
-        return None
-    return len(df.problems)
+        found = None
+    if len(settings.problems) >= _LINTED_KEPT:
+        settings.problems.pop(next(iter(settings.problems)))
+    settings.problems[text] = found
+    return found
 
 
 def _key(text: str, finding: Finding) -> tuple[str, str, str, str]:

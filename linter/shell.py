@@ -606,13 +606,14 @@ def _unquote(node: Any, data: bytes) -> str:
         return _text(node, data)[1:-1]
     if kind == "string":
         inner = _text(node, data)[1:-1]
-        return re.sub(r'\\([$`"\\\n])', r"\1", inner)
+        return re.sub(r'\\([$`"\\\n])', r"\1", inner) if "\\" in inner else inner
     if kind == "ansi_c_string":
         return _text(node, data)[2:-1]
     if kind == "concatenation":
         return "".join(_unquote(c, data) for c in node.children)
     if kind in ("word", "number"):
-        return re.sub(r"\\(.)", r"\1", _text(node, data))
+        text = _text(node, data)
+        return re.sub(r"\\(.)", r"\1", text) if "\\" in text else text
     return _text(node, data)
 
 

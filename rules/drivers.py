@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import functools
 import posixpath
 import re
 from collections.abc import Iterator
@@ -22,7 +23,9 @@ _DRIVER_CONSEQUENCE = (
 )
 
 
+@functools.lru_cache(maxsize=4096)
 def is_driver_package(name: str) -> bool:
+    """Whether ``name`` is a driver package (cached: asked for every package of every install)."""
     table = data.load("packages")["driver_packages"]
     if name in table["exact"]:
         return True
