@@ -40,13 +40,14 @@ def _tool(name: str) -> str | None:
     return str(found) if found.exists() else shutil.which(name)
 
 
-def timed(args: list[str], env: dict[str, str] | None = None) -> tuple[float, int]:
-    """Wall seconds and peak RSS (KB) of one cold process (its waited-for children included)."""
+def timed(args: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (KB) and CPU seconds (user + system) of one cold process (its
+    waited-for children included). On a shared machine CPU time is the steadier number."""
     start = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, _status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    return wall, int(usage.ru_maxrss)
+    return wall, int(usage.ru_maxrss), usage.ru_utime + usage.ru_stime
 
 
 def compare(
@@ -56,11 +57,13 @@ def compare(
     present = {label: argv for label, argv in tools.items() if argv is not None}
     walls: dict[str, list[float]] = {label: [] for label in present}
     rss: dict[str, list[int]] = {label: [] for label in present}
+    cpus: dict[str, list[float]] = {label: [] for label in present}
     for _ in range(runs):
         for label, argv in present.items():
-            wall, peak = timed(argv, env)
+            wall, peak, cpu = timed(argv, env)
             walls[label].append(wall)
             rss[label].append(peak)
+            cpus[label].append(cpu)
     result: dict[str, object] = {"case": name, "runs": runs, "tools": {}}
     base = statistics.median(walls["gpulint"])
     for label in present:
@@ -69,6 +72,7 @@ def compare(
             "median_s": round(median, 4),
             "min_s": round(min(walls[label]), 4),
             "peak_rss_mb": round(max(rss[label]) / 1024, 1),
+            "median_cpu_s": round(statistics.median(cpus[label]), 3),
             "gpulint_ratio": round(base / median, 2),  # < 1: gpulint is faster
         }
     return result
@@ -449,7 +453,10 @@ def main() -> None:
         print(f"\n{row['case']}")
         for label, numbers in row["tools"].items():  # type: ignore[attr-defined]
             ratio = "" if label == "gpulint" else f"  gpulint/peer {numbers['gpulint_ratio']}"
-            print(f"  {label:<16} {numbers['median_s']:>8.3f} s  {numbers['peak_rss_mb']:>7.1f} MB{ratio}")
+            print(
+                f"  {label:<16} {numbers['median_s']:>8.3f} s  {numbers['median_cpu_s']:>8.3f} s CPU"
+                f"  {numbers['peak_rss_mb']:>7.1f} MB{ratio}"
+            )
         if "gpulint_bytes_received" in row:
             print(
                 f"  gpulint received {row['gpulint_bytes_received']} bytes of a {row['image_bytes']}-byte image"

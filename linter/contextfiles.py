@@ -331,6 +331,27 @@ def resolve_inside(root: Path, relative: str) -> Path | None:
         return None  # no file has that name (stat would fail with ENAMETOOLONG)
     try:
         base = os.path.realpath(root)
+    except (OSError, ValueError):
+        return None
+    return _inside(base, relative)
+
+
+def resolve_in_context(ctx: LintContext, relative: str) -> Path | None:
+    """resolve_inside(ctx.context_dir, relative), the context's own real path found once per lint."""
+    if ctx.context_dir is None:
+        return None
+    known: dict[str, str | None] = ctx.cache.setdefault("context_realpath", {})
+    if "base" not in known:
+        try:
+            known["base"] = os.path.realpath(ctx.context_dir)
+        except (OSError, ValueError):
+            known["base"] = None
+    base = known["base"]
+    return None if base is None else _inside(base, relative)
+
+
+def _inside(base: str, relative: str) -> Path | None:
+    try:
         path = os.path.realpath(os.path.join(base, relative.lstrip("/")))
     except (OSError, ValueError):
         return None
@@ -374,7 +395,7 @@ def copied_files(ctx: LintContext, instr: Instruction) -> list[CopiedFile]:
         for relative in _match_sources(root, pattern, budget):
             if relative != "." and is_ignored(relative, rules):
                 continue  # not in the context Docker sends (a COPY naming it fails)
-            target = resolve_inside(root, relative)
+            target = resolve_in_context(ctx, relative)
             if target is None:
                 continue  # a symlink out of the context
             try:

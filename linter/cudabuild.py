@@ -234,7 +234,7 @@ def _entry_script_signals(ctx: LintContext, stage: Stage, instr: Instruction) ->
 
 def _copied_jit_signals(ctx: LintContext, instr: Instruction) -> list[CompileSignal]:
     """Python sources a COPY brings in that JIT-compile torch extensions (cpp_extension.load) when run."""
-    from .contextfiles import copied_files, resolve_inside
+    from .contextfiles import copied_files, resolve_in_context
 
     if ctx.context_dir is None:
         return []
@@ -248,7 +248,7 @@ def _copied_jit_signals(ctx: LintContext, instr: Instruction) -> list[CompileSig
         if scanned > _MAX_SCANNED_SOURCES:
             break
         if item.relative not in judged:
-            local = resolve_inside(ctx.context_dir, item.relative)
+            local = resolve_in_context(ctx, item.relative)
             text = _read_script(local) if local is not None else None
             judged[item.relative] = text is not None and _JIT_LOAD_RE.search(text) is not None
         if judged[item.relative]:

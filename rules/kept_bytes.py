@@ -452,15 +452,17 @@ def _uninstalled(cmd: Command) -> tuple[str, list[str]] | None:
 
 def _installed_names(ctx: LintContext, instr: Instruction, before: Command | None = None) -> dict[str, str]:
     """canonical name -> manager, for what a RUN installs (up to ``before``)."""
-    from gpulint.installers import canonical_name, parse_install
+    from gpulint.installers import canonical_name
 
     out: dict[str, str] = {}
-    for cmd in ctx.commands(instr):
-        if cmd is before:
+    stop = len(ctx.commands(instr))
+    if before is not None:
+        stop = next((i for i, cmd in enumerate(ctx.commands(instr)) if cmd is before), stop)
+    position = {id(cmd): i for i, cmd in enumerate(ctx.commands(instr))}
+    # the lint's parsed installs (ctx.installs), not a parse of every command again
+    for cmd, install in ctx.installs(instr):
+        if position[id(cmd)] >= stop:
             break
-        install = parse_install(cmd)
-        if install is None:
-            continue
         for spec in install.packages:
             name = spec.name or posixpath.basename(spec.raw)
             out[canonical_name(name.split("=", 1)[0])] = install.manager

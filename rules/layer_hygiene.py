@@ -12,7 +12,7 @@ from pathlib import Path
 from gpulint import data
 from gpulint.buildcontext import workdir_at
 from gpulint.context import LintContext
-from gpulint.contextfiles import copied_files, copy_sources, resolve_inside
+from gpulint.contextfiles import copied_files, copy_sources, resolve_in_context, resolve_inside
 from gpulint.cudabuild import build_container, compile_signals, dev_environment, workspace_entry
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
@@ -571,7 +571,7 @@ def _names_a_file(ctx: LintContext, source: str) -> bool:
     if any(c in source for c in "*?[$") or source.endswith("/") or source.startswith(("http://", "https://")):
         return False
     if ctx.context_dir is not None:
-        found = resolve_inside(ctx.context_dir, source)
+        found = resolve_in_context(ctx, source)
         if found is not None and found.exists():
             return found.is_file()
     base = posixpath.basename(source)
