@@ -327,8 +327,6 @@ def resolve_inside(root: Path, relative: str) -> Path | None:
     a long Dockerfile asks once per COPY source. A symlink loop resolves to a path that
     does not exist (stat fails), as every caller treats a missing file.
     """
-    if any(len(part.encode("utf-8", "surrogateescape")) > _NAME_MAX for part in relative.split("/")):
-        return None  # no file has that name (stat would fail with ENAMETOOLONG)
     try:
         base = os.path.realpath(root)
     except (OSError, ValueError):
@@ -351,6 +349,8 @@ def resolve_in_context(ctx: LintContext, relative: str) -> Path | None:
 
 
 def _inside(base: str, relative: str) -> Path | None:
+    if any(len(part.encode("utf-8", "surrogateescape")) > _NAME_MAX for part in relative.split("/")):
+        return None  # no file has that name (stat would fail with ENAMETOOLONG)
     try:
         path = os.path.realpath(os.path.join(base, relative.lstrip("/")))
     except (OSError, ValueError):
