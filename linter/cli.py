@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NoReturn
 import click
 
 from . import __version__
+from .atomic import write_atomic
 from .config import (
     Config,
     ConfigError,
@@ -28,6 +29,7 @@ from .config import (
     parse_driver,
     parse_fail_on,
 )
+from .errors import UserError
 from .finding import Finding, Severity
 from .selection import RuleOptions, parse_pairs, rule_options
 
@@ -38,10 +40,6 @@ if TYPE_CHECKING:
 FORMAT_CHOICES = ("tty", "plain", "json", "sarif", "github", "gitlab", "checkstyle", "junit", "html")
 FAIL_LEVEL = {"error": Severity.ERROR, "warning": Severity.WARNING, "info": Severity.INFO}
 PARALLEL_MIN_FILES = 64  # fewer files are linted in this process: forking costs more than it saves
-
-
-class UserError(Exception):
-    """One line for stderr, exit 2."""
 
 
 @click.command(
@@ -656,7 +654,7 @@ def _emit(
     # Files first: a report a CI step uploads must not depend on stdout still being open.
     for target in targets:
         if target.path is not None:
-            _write_atomic(Path(target.path), get_renderer(target.fmt)(report, color=False))
+            write_atomic(Path(target.path), get_renderer(target.fmt)(report, color=False))
     for target in targets:
         if target.path is not None:
             continue
@@ -750,34 +748,6 @@ def _summary(report: Report) -> str:
     from .reporters.plain import render as plain
 
     return plain(report).splitlines()[-1]
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Write a report so that readers see the old file or the whole new one, never a part."""
-    import tempfile
-
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot write report ({exc.strerror or exc})") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        # mkstemp creates the file 0600: give it the mode a plain open() would (or the old file's)
-        try:
-            mode = path.stat().st_mode & 0o777
-        except OSError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise UserError(f"{path}: cannot write report ({exc.strerror or exc})") from None
 
 
 def _silence_stdout() -> None:

@@ -550,10 +550,9 @@ def image_facts(source: str) -> ImageFacts:
     """Environment, sizes and arch list of an image (registries: manifest and config only)."""
     from .image.analysis import analyse
     from .image.checks import env_of
-    from .image.command import _is_registry
-    from .image.sources import open_image
+    from .image.sources import is_registry, open_image
 
-    if _is_registry(source):
+    if is_registry(source):
         from .image.registry import open_registry_image
 
         with open_registry_image(source) as remote:

@@ -36,6 +36,7 @@ from .dockerfile import Dockerfile, DockerfileError, Instruction, Stage, parse_d
 from .gpubase import BaseInfo, classify
 from .installers import Install, parse_install
 from .shell import Command, parse_script
+from .slimming import wrap_comment
 
 VENV = "/opt/venv"
 APT_LISTS_CLEANUP = "rm -rf /var/lib/apt/lists/*"
@@ -1016,15 +1017,6 @@ def _weights_dir(instr: Instruction, workdir: str) -> str:
     return posixpath.dirname(dest) or "/"
 
 
-def wrap_comment(text: str, indent: str, width: int = 100) -> list[str]:
-    """``text`` as comment lines of at most ``width`` characters (the rewrite headers)."""
-    import textwrap
-
-    return textwrap.wrap(
-        text, width=width, initial_indent="# ", subsequent_indent=indent, break_on_hyphens=False
-    ) or ["#"]
-
-
 # -- the command -------------------------------------------------------------------------------
 
 
@@ -1055,7 +1047,7 @@ def _command() -> Any:
         """Rewrite a single-stage GPU Dockerfile into a devel builder and a slim runtime stage."""
         from pathlib import Path
 
-        from .cli import _write_atomic
+        from .atomic import write_atomic
         from .config import find_config, load_config
         from .engine import InputError, lint, read_source
         from .secrets import redact_secrets
@@ -1075,7 +1067,7 @@ def _command() -> Any:
         if output is None or output == "-":
             click.echo(result.text, nl=False)
         else:
-            _write_atomic(Path(output), result.text)
+            write_atomic(Path(output), result.text)
             click.echo(
                 f"gpulint: optimize: wrote {output}: builder on {result.builder_base}, shipped stage on "
                 f"{result.final_base}",
@@ -1117,7 +1109,7 @@ def _slim_in_place(
 
     import click
 
-    from .cli import _write_atomic
+    from .atomic import write_atomic
     from .secrets import redact_secrets
     from .slimming import slim
 
@@ -1129,7 +1121,7 @@ def _slim_in_place(
         if output is None or output == "-":
             click.echo(slimmed.text, nl=False)
         else:
-            _write_atomic(Path(output), slimmed.text)
+            write_atomic(Path(output), slimmed.text)
         say("not split into a builder and a runtime stage (" + "; ".join(refused.reasons[:3]) + ")")
         say(
             f"slimmed in place instead: {len(slimmed.changes)} change(s); size findings "

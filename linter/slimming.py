@@ -11,6 +11,7 @@ what each change saves (the rule's own estimate) and what still stands in the wa
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -21,6 +22,14 @@ from .finding import Finding, Severity
 _ONBUILD_RE = re.compile(r"^[ \t]*ONBUILD\b", re.I | re.M)
 # the findings a slimming is judged by: devel images shipped, weights in layers, layer bytes
 SIZE_RULES = ("GL101", "GL301", "GL302", "GL5")
+
+
+def wrap_comment(text: str, indent: str, width: int = 100) -> list[str]:
+    """``text`` as comment lines of at most ``width`` characters (the rewrite headers of both
+    `gpulint optimize` outputs: the split and the in-place slimming)."""
+    return textwrap.wrap(
+        text, width=width, initial_indent="# ", subsequent_indent=indent, break_on_hyphens=False
+    ) or ["#"]
 
 
 def is_size_finding(finding: Finding) -> bool:
@@ -129,7 +138,6 @@ def _with_header(text: str, path: str, changes: list[str], left: list[Finding], 
 
 
 def _header(path: str, changes: list[str], left: list[Finding], blocked: list[str], offset: int) -> list[str]:
-    from .optimize import wrap_comment
     from .secrets import redact_secrets
 
     header = [

@@ -162,7 +162,7 @@ def image_command(
     from .analysis import analyse
     from .checks import image_findings
     from .report import build_report, render_rich, render_text
-    from .sources import open_image
+    from .sources import is_registry, open_image
     from .tarscan import Limits
 
     limits = Limits(max_entries=max_entries, max_bytes=parse_size(max_layer_bytes, "--max-layer-bytes"))
@@ -200,7 +200,7 @@ def image_command(
             analysis = analyse_daemon_image(
                 source.split(":", 1)[1], config.weights_threshold, progress, limits=limits, trees=trees
             )
-        elif _is_registry(source):
+        elif is_registry(source):
             from .registry import open_registry_image
 
             with open_registry_image(
@@ -248,9 +248,9 @@ def image_command(
     else:
         from pathlib import Path
 
-        from ..cli import _write_atomic
+        from ..atomic import write_atomic
 
-        _write_atomic(Path(output), text)
+        write_atomic(Path(output), text)
     if config.fail_on == "never":
         return 0
     level = FAIL_LEVEL[config.fail_on]
@@ -312,17 +312,3 @@ def _progress_printer(source: str) -> Callable[[int, int], None]:
         click.echo(f"\r{source}: layer {done}/{total}", err=True, nl=done == total)
 
     return progress
-
-
-def _is_registry(source: str) -> bool:
-    from pathlib import Path
-
-    if source.startswith("docker://"):
-        return True
-    transport = source.split(":", 1)[0]
-    if transport in ("docker-archive", "oci-archive", "oci", "docker-daemon"):
-        return False
-    looks_like_path = source.startswith(("/", "./", "../", "~")) or source.endswith(
-        (".tar", ".tar.gz", ".oci")
-    )
-    return not Path(source).exists() and not looks_like_path

@@ -401,6 +401,19 @@ def _gzip_reader(raw: BinaryIO) -> BinaryIO:
     return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
 
 
+def is_registry(source: str) -> bool:
+    """Whether ``source`` names a registry image (pulled) rather than an archive, a layout or the daemon."""
+    if source.startswith("docker://"):
+        return True
+    transport = source.split(":", 1)[0]
+    if transport in ("docker-archive", "oci-archive", "oci", "docker-daemon"):
+        return False
+    looks_like_path = source.startswith(("/", "./", "../", "~")) or source.endswith(
+        (".tar", ".tar.gz", ".oci")
+    )
+    return not Path(source).exists() and not looks_like_path
+
+
 def open_image(
     source: str, platform: str = "linux/amd64", verify: bool = False, limits: Limits = DEFAULT_LIMITS
 ) -> OpenedImage:

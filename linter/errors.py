@@ -1,0 +1,11 @@
+"""The error every command turns into one line on stderr and exit 2 (bad input, bad options).
+
+Low in the layers so that the subcommands (image, optimize, doctor) raise it without
+importing the CLI that catches it.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """One line for stderr, exit 2."""
