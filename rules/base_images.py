@@ -64,7 +64,10 @@ class DevelFinalStage(Rule):
         version, OS and variant (cuDNN, TensorRT kept), or `-base` when the CUDA
         libraries come from pip (torch, `jax[cuda12]`, `tensorflow[and-cuda]`)
         and nothing else needs the image's CUDA libraries; for pytorch/pytorch
-        the `-runtime` tag of the same torch/CUDA.
+        the `-runtime` tag of the same torch/CUDA. Where the image installs from
+        what gpulint cannot read (a requirements file outside the build context,
+        `uv sync`, a script), the message says that nothing the Dockerfile shows
+        compiles CUDA code, and which input is not in view.
     """
     why = """
         A devel image carries nvcc, headers, static libraries and profilers:
@@ -111,14 +114,55 @@ class DevelFinalStage(Rule):
         where = "the image" if len(ctx.stages) == 1 else f"shipped stage '{shipped.label}'"
         if shipped is not root:
             where += f" (FROM stage '{root.label}')"
+        unseen = _unseen_input(ctx, chain)
+        claim = (
+            "nothing in it compiles CUDA code"
+            if unseen is None
+            else f"nothing the Dockerfile shows compiles CUDA code ({unseen}: if it builds CUDA extensions, "
+            "build them in a devel builder stage)"
+        )
         yield self.finding(
             ctx,
-            f"{where} is built on the devel image {root.base.text} but nothing in it compiles CUDA code; "
+            f"{where} is built on the devel image {root.base.text} but {claim}; "
             f"ship {replacement} instead ({saving})",
             instruction=root.from_instruction,
             help=f"use {replacement}; if a step does need nvcc, build in a devel builder stage and COPY --from it",
             fix=_switch_fix(ctx, root, chain, replacement),
         )
+
+
+_PROJECT_INSTALLERS = {"uv": "sync", "poetry": "install", "pipenv": "install", "pdm": "install"}
+_SCRIPT_RE = lazy_re(r"\.(sh|bash)$")
+# the conda installers (Miniconda, Miniforge, Mambaforge, Anaconda): they install Python and conda only
+_CONDA_INSTALLER_RE = lazy_re(r"(^|/)((mini|ana)conda|miniforge|mambaforge)[\w.-]*\.sh$", re.I)
+
+
+def _unseen_input(ctx: LintContext, chain: list[Stage]) -> str | None:
+    """What the shipped stages install that gpulint cannot read: a requirements file outside the build
+    context, a project synced from its lock file, a script run. Something in it may compile CUDA code."""
+    for stage in reversed(chain):
+        for instr in stage.instructions:
+            for cmd in ctx.commands(instr):
+                values = cmd.arg_values
+                if _PROJECT_INSTALLERS.get(cmd.name) in values[:1]:
+                    return f"`{cmd.name} {values[0]}` installs a project whose dependency files are not read"
+                script = cmd.name if _SCRIPT_RE.search(cmd.name) else None
+                if cmd.name in ("sh", "bash") and values[:1] and _SCRIPT_RE.search(values[0]):
+                    script = values[0]
+                if script and not _CONDA_INSTALLER_RE.search(script):
+                    return f"{script} is run but not read"
+            for _cmd, install in ctx.installs(instr):
+                if install.manager != "pip" or not install.requirement_files:
+                    continue
+                read = {f.display for f in pip_sources(ctx, stage, instr, install).files}
+                if len(read) < len(install.requirement_files):
+                    missing = next(
+                        p
+                        for p in install.requirement_files
+                        if not any(r.endswith(p.lstrip("./")) for r in read)
+                    )
+                    return f"{missing} is not in the build context"
+    return None
 
 
 def _jetson_dockerfile(path: str) -> bool:

@@ -407,3 +407,34 @@ def test_dockerfiles_named_for_jetson(tmp_path: Path) -> None:
         path = tmp_path / name
         path.write_text(text)
         assert ([f for f in lint_path(str(path)) if f.code == "GL101"] == []) is quiet
+
+
+def test_message_says_what_the_dockerfile_does_not_show() -> None:
+    # a requirements file outside the build context, or a script run, may compile CUDA code
+    unread = gl101(
+        dockerfile(
+            "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04",
+            "RUN pip install --no-cache-dir -r requirements.txt",
+            'CMD ["python3", "app.py"]',
+        )
+    )
+    assert (
+        "nothing the Dockerfile shows compiles CUDA code (requirements.txt is not in the build context"
+        in (unread[0].message)
+    )
+    script = gl101(
+        dockerfile(
+            "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04", "RUN bash install.sh", 'CMD ["python3", "app.py"]'
+        )
+    )
+    assert "(install.sh is run but not read" in script[0].message
+    # a conda installer is no such step, and named packages are all there is to see
+    shown = gl101(
+        dockerfile(
+            "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04",
+            "RUN bash /tmp/Miniforge3-Linux-x86_64.sh -b -p /opt/conda",
+            "RUN pip install --no-cache-dir transformers==4.44.2",
+            'CMD ["python3", "app.py"]',
+        )
+    )
+    assert "but nothing in it compiles CUDA code;" in shown[0].message
