@@ -134,6 +134,7 @@ class DevelFinalStage(Rule):
 _PROJECT_INSTALLERS = {"uv": "sync", "poetry": "install", "pipenv": "install", "pdm": "install"}
 _SCRIPT_RE = lazy_re(r"\.(sh|bash)$")
 # the conda installers (Miniconda, Miniforge, Mambaforge, Anaconda): they install Python and conda only
+_CONDA_DOWNLOAD_RE = lazy_re(r"(Miniconda|Miniforge|Mambaforge|Anaconda)\d*-[\w.-]*\.sh", re.I)
 _CONDA_INSTALLER_RE = lazy_re(r"(^|/)((mini|ana)conda|miniforge|mambaforge)[\w.-]*\.sh$", re.I)
 
 
@@ -149,7 +150,8 @@ def _unseen_input(ctx: LintContext, chain: list[Stage]) -> str | None:
                 script = cmd.name if _SCRIPT_RE.search(cmd.name) else None
                 if cmd.name in ("sh", "bash") and values[:1] and _SCRIPT_RE.search(values[0]):
                     script = values[0]
-                if script and not _CONDA_INSTALLER_RE.search(script):
+                conda = _CONDA_INSTALLER_RE.search(script or "") or _CONDA_DOWNLOAD_RE.search(instr.args)
+                if script and not conda:
                     return f"{script} is run but not read"
             for _cmd, install in ctx.installs(instr):
                 if install.manager != "pip" or not install.requirement_files:
