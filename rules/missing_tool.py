@@ -1,4 +1,4 @@
-"""GL006: pip, wget or curl used on an nvidia/cuda image that ships none of them, with nothing installing it."""
+"""GL006: a RUN needs what the image lacks: pip, wget or curl on nvidia/cuda; apt package lists."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from gpulint.gpubase import BaseInfo
 from gpulint.installers import Install
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
-from gpulint.shell import Command
+from gpulint.rules.layering import _clears_lists, cache_mount_targets, package_verb
+from gpulint.shell import SHELLS, Command
 
 _PIP_RE = lazy_re(r"^pip(?:\d+(?:\.\d+)?)?$")
 _PYTHON_RE = lazy_re(r"^python(?:\d+(?:\.\d+)?)?$")
@@ -61,7 +62,9 @@ class ToolMissingFromBase(Rule):
     slug = "tool-missing-from-base"
     severity = Severity.ERROR
     fix_safety = FixSafety.NONE
-    summary = "pip, wget or curl is used on an nvidia/cuda image that does not ship it"
+    summary = (
+        "A RUN needs what the image does not have: pip, wget or curl on nvidia/cuda, or apt's package lists"
+    )
     what = """
         Finds `RUN` commands that call `pip` (`pip3`, `python3 -m pip`), `wget` or
         `curl` in a stage built on an `nvidia/cuda` Ubuntu image when nothing
@@ -71,13 +74,18 @@ class ToolMissingFromBase(Rule):
         copies from another image or stage, changes `PATH`, or checks for the
         program first (`command -v`, `which`) is left alone, and so is one that
         installs other packages before a `wget`/`curl` (they may bring it).
+        Also an `apt-get install` that runs with no package lists: the base ships
+        none (ubuntu, debian, nvidia/cuda Ubuntu images) or an earlier RUN removed
+        `/var/lib/apt/lists`, and no `apt-get update` (or a script that may run
+        one) came since.
     """
     why = """
         NVIDIA's CUDA images are Ubuntu plus the CUDA libraries: they ship no
         Python, no pip and no wget, and their base layer removes the curl it
         used to fetch the CUDA signing key. The command stops with
         `pip: not found` (exit 127) and the build fails - or, piped into a shell,
-        the download silently installs nothing.
+        the download silently installs nothing. Without package lists apt stops
+        with "Unable to locate package".
     """
     example = """
         FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
@@ -97,6 +105,60 @@ class ToolMissingFromBase(Rule):
             lacking = _image_lacks(ctx.base_info(stage))
             if lacking:
                 yield from self._check_stage(ctx, stage, set(lacking))
+            finding = self._install_without_lists(ctx, stage)
+            if finding is not None:
+                yield finding
+
+    def _install_without_lists(self, ctx: LintContext, stage: Stage) -> Finding | None:
+        """The first `apt-get install` of this stage that runs with no package lists: the base
+        ships none (data: base_images.images_without_apt_lists) or an earlier RUN removed them,
+        and no `apt-get update` ran since."""
+        root = stage.root
+        table = data.load("base_images")["images_without_apt_lists"]
+        info = ctx.base_info(stage)
+        empty_base = root.image is not None and (
+            root.image.full_name in table["repositories"]
+            or (info is not None and _image_lacks(info) and info.family == "nvidia-cuda")
+        )
+        state: Instruction | bool | None = True if empty_base else None  # the removal, True (base), None
+        own = {id(instr) for instr in stage.instructions}
+        for instr in stage.all_instructions():
+            if instr.keyword in ("COPY", "ADD") and (instr.flag("from") is not None or _copies_to_var(instr)):
+                state = None
+                continue
+            if instr.keyword != "RUN":
+                continue
+            if any(
+                t.startswith("/var/lib/apt") or t in ("/var", "/var/lib") for t in cache_mount_targets(instr)
+            ):
+                state = None
+                continue
+            for cmd in ctx.commands(instr):
+                use = _apt_lists_use(cmd)
+                if use == "update" or use == "unknown":
+                    state = None
+                elif use == "remove":
+                    state = instr
+                elif use == "read" and state is not None:
+                    if id(instr) not in own:
+                        return None
+                    return self._no_lists_finding(ctx, cmd, state)
+        return None
+
+    def _no_lists_finding(self, ctx: LintContext, cmd: Command, removal: Instruction | bool) -> Finding:
+        why = (
+            f"the RUN on line {removal.line} removed /var/lib/apt/lists"
+            if isinstance(removal, Instruction)
+            else "the base image ships no apt package lists"
+        )
+        return self.finding(
+            ctx,
+            f"`{cmd.name} install` runs with no package lists: {why} and no `apt-get update` ran since, so apt "
+            'stops with "Unable to locate package" and the build fails',
+            line=cmd.line,
+            column=cmd.argv[0].column,
+            help="run `apt-get update &&` before the install in the same RUN (and remove the lists at its end)",
+        )
 
     def _check_stage(self, ctx: LintContext, stage: Stage, lacking: set[str]) -> Iterator[Finding]:
         table = data.load("base_images")["cuda_images_without"]
@@ -154,6 +216,47 @@ def _note_install(install: Install, lacking: set[str]) -> None:
         lacking.discard("pip")
     lacking.discard("wget")
     lacking.discard("curl")
+
+
+_LIST_READING_VERBS = frozenset({"install", "upgrade", "dist-upgrade", "full-upgrade", "build-dep", "source"})
+
+
+def _apt_lists_use(cmd: Command) -> str | None:
+    """What a command does to apt's package lists: "update", "remove", "read" (an install that
+    looks packages up), "unknown" (a script or tool that may run apt-get update itself), or None."""
+    name = cmd.name
+    values = cmd.arg_values
+    if name in ("apt-get", "apt"):
+        found = package_verb(values)
+        if found is None:
+            return None
+        if found[1] == "update":
+            return "update"
+        if found[1] in _LIST_READING_VERBS:
+            words = [v for v in values[found[0] + 1 :] if not v.startswith("-")]
+            if not words or all(w.startswith(("./", "/", "$")) or w.endswith(".deb") for w in words):
+                return None  # no package named, or local .deb files only
+            return "read"
+        return None
+    if name == "rm":
+        return "remove" if any(_clears_lists(v) for v in values if not v.startswith("-")) else None
+    if name in SHELLS and not any(v.startswith("-") and "c" in v for v in values):
+        return "unknown"  # `bash setup.sh`, `curl ... | sh`: the script may update the lists
+    if name.endswith(".sh") or "/" in (cmd.argv[0].value if cmd.argv else "") or name in _LIST_UPDATERS:
+        return "unknown"
+    return None
+
+
+# programs that refresh apt's lists themselves (add-apt-repository does on Ubuntu 18.04+)
+_LIST_UPDATERS = frozenset(
+    {"add-apt-repository", "apt-add-repository", "install_packages", "aptitude", "make"}
+)
+
+
+def _copies_to_var(instr: Instruction) -> bool:
+    _, destination = instr.copy_operands()
+    target = posixpath.normpath(destination) if destination else ""
+    return target in ("/", "/var", "/var/lib") or target.startswith("/var/lib/apt")
 
 
 # Directories the CUDA images and Ubuntu put on PATH: adding these brings no new program
