@@ -71,7 +71,8 @@ class ToolMissingFromBase(Rule):
         before them in the stage (or the stages it builds on) installs that
         program: no `apt-get install python3-pip` / `wget` / `curl`, no
         `get-pip.py`, `ensurepip`, virtual environment or conda. A stage that
-        copies from another image or stage, changes `PATH`, or checks for the
+        copies from another image or stage, changes `PATH`, bind-mounts something
+        (a cache mount on pip's or apt's cache is fine), or checks for the
         program first (`command -v`, `which`) is left alone, and so is one that
         installs other packages before a `wget`/`curl` (they may bring it).
         Also an `apt-get install` that runs with no package lists: the base ships
@@ -172,7 +173,7 @@ class ToolMissingFromBase(Rule):
                 return
             if instr.keyword != "RUN":
                 continue
-            if instr.heredocs or instr.exec_form is not None or instr.flag("mount") is not None:
+            if instr.heredocs or instr.exec_form is not None or _mount_may_bring_programs(instr):
                 return  # not read, or a mount that may put programs on PATH
             if _PROBE_RE.search(instr.args):
                 return
@@ -251,6 +252,27 @@ def _apt_lists_use(cmd: Command) -> str | None:
 _LIST_UPDATERS = frozenset(
     {"add-apt-repository", "apt-add-repository", "install_packages", "aptitude", "make"}
 )
+
+
+# cache mounts on these hold downloads, not programs: pip's, uv's and apt's caches
+_CACHE_ONLY_MOUNTS = ("/root/.cache", "/var/cache", "/var/lib/apt", "/tmp")
+
+
+def _mount_may_bring_programs(instr: Instruction) -> bool:
+    """A RUN --mount other than a secret, an ssh agent or a cache/tmpfs on a download cache: a bind
+    mount (or a cache on /opt/conda) can put programs where the RUN finds them."""
+    for mount in instr.flags.get("mount", []):
+        options = dict(part.partition("=")[::2] for part in mount.split(","))
+        kind = options.get("type", "bind")
+        if kind in ("secret", "ssh"):
+            continue
+        target = options.get("target") or options.get("dst") or options.get("destination") or ""
+        if kind in ("cache", "tmpfs") and "from" not in options:
+            target = instr.expand(target).text.strip("\"'")
+            if target.startswith(_CACHE_ONLY_MOUNTS):
+                continue
+        return True
+    return False
 
 
 def _copies_to_var(instr: Instruction) -> bool:

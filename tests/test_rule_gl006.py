@@ -48,3 +48,15 @@ def test_cuda_path_on_path_brings_nothing() -> None:
         CUDA, "ENV PATH=/usr/local/cuda/bin:${PATH}", "RUN pip install --no-cache-dir numpy==1.26.4"
     )
     assert only(run(text, "GL006")).line == 3
+
+
+def test_a_download_cache_mount_brings_no_program() -> None:
+    text = dockerfile(
+        CUDA,
+        "RUN --mount=type=cache,target=/root/.cache/pip --mount=type=secret,id=tok pip install numpy==1.26.4",
+    )
+    assert where(run(text, "GL006")) == [("GL006", 2, 75)]
+    text = dockerfile(
+        CUDA, "RUN --mount=type=cache,target=/opt/conda pip install --no-cache-dir numpy==1.26.4"
+    )
+    assert run(text, "GL006") == []
