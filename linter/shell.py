@@ -1319,8 +1319,10 @@ _COMPLETIONS: tuple[tuple[str, frozenset[str]], ...] = (
     ("esac", frozenset({"case_statement"})),
     ("}", frozenset({"compound_statement"})),
     (")", frozenset({"subshell", "command_substitution"})),
+    ('"', frozenset({"string"})),
+    ("'", frozenset({"raw_string"})),
 )
-_OPENERS = frozenset({"&&", "||", "|", "if", "for", "while", "until", "select", "case", "{", "(", "$("})
+_OPENERS = frozenset({"&&", "||", "|", "if", "for", "while", "until", "select", "case", "{", "(", "$(", '"'})
 
 
 def docker_script(instr: Instruction) -> tuple[str, list[tuple[int, int, int]]]:
@@ -1369,18 +1371,22 @@ def unfinished_run(instr: Instruction) -> Unfinished | None:
         if opener is None:
             continue
         line, column = _place(starts, opener.start_byte)
-        return Unfinished(closer if closer != ":" else "a command", _text(opener, data), line, column)
+        text = closer if closer in ("'", '"') else _text(opener, data)
+        return Unfinished(closer if closer != ":" else "a command", text, line, column)
     return None
 
 
 def _opener_of(root: Any, at: int, takers: frozenset[str]) -> Any | None:
-    """The operator or keyword the text appended at byte ``at`` completes: the last opener
-    before it among the children of the innermost ``takers`` node that holds it."""
+    """The operator, keyword or quote the text appended at byte ``at`` completes: the last
+    opener before it among the children of the innermost ``takers`` node that holds it (a
+    single-quoted string is one node: its start is the quote)."""
     node = root.descendant_for_byte_range(at, at + 1)
     while node is not None and node.type not in takers:
         node = node.parent
     if node is None:
         return None
+    if node.type == "raw_string":
+        return node if node.start_byte < at else None
     before = [c for c in node.children if c.start_byte < at and c.type in _OPENERS]
     if node.type == "do_group":  # `for`/`while`/`until` is the loop's, one level up
         parent = node.parent

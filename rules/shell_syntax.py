@@ -23,7 +23,7 @@ class UnfinishedRun(Rule):
     what = """
         Finds shell-form `RUN` instructions that end in the middle of their script:
         a dangling `&&`, `||` or `|` after the last command, or an `if`, `for`,
-        `while`, `case`, `{`, `(` or `$(` that is never closed. The script is read
+        `while`, `case`, `{`, `(`, `$(` or quote that is never closed. The script is read
         as Docker hands it to `/bin/sh -c`: continuation lines joined, their
         backslashes removed. Only these cut-short shapes are reported, which every
         POSIX shell (dash, bash, ash) rejects; heredocs and exec form are not read.
@@ -70,6 +70,12 @@ class UnfinishedRun(Rule):
                         '"Syntax error: end of file unexpected" and the build fails'
                     )
                     help = f"remove the trailing `{cut.opener}`, or end the line with `\\` if the next lines belong to this RUN"
+                elif cut.missing in ("'", '"'):
+                    message = (
+                        f"the {cut.missing} opened here is never closed: /bin/sh stops with "
+                        '"Syntax error: Unterminated quoted string" and the build fails'
+                    )
+                    help = f"close the quote; a {cut.missing} inside the text must be escaped or use the other quote"
                 else:
                     message = (
                         f"`{cut.opener}` is never closed with `{cut.missing}`: /bin/sh stops with "

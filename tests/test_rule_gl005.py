@@ -91,3 +91,15 @@ def test_powershell_and_windows_stages_are_not_read() -> None:
 def test_without_tree_sitter_nothing_is_told(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("gpulint.shell._parser", lambda: None)
     assert run(dockerfile(FROM, "RUN make &&"), "GL005") == []
+
+
+def test_unterminated_quotes() -> None:
+    instr = parse_dockerfile(dockerfile(FROM, "RUN echo 'a && \\", '    echo "b"')).instructions[1]
+    cut = unfinished_run(instr)
+    assert cut is not None and (cut.missing, cut.opener, cut.line, cut.column) == ("'", "'", 2, 10)
+    f = only(run(dockerfile(FROM, 'RUN echo "a'), "GL005"))
+    assert "Unterminated quoted string" in f.message
+    assert (
+        unfinished_run(parse_dockerfile(dockerfile(FROM, "RUN echo \"it's\" 'a \"b'")).instructions[1])
+        is None
+    )
