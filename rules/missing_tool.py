@@ -250,7 +250,7 @@ def _apt_lists_use(cmd: Command) -> str | None:
 
 # programs that refresh apt's lists themselves (add-apt-repository does on Ubuntu 18.04+)
 _LIST_UPDATERS = frozenset(
-    {"add-apt-repository", "apt-add-repository", "install_packages", "aptitude", "make"}
+    {"add-apt-repository", "apt-add-repository", "install_packages", "aptitude", "apt-fast", "nala", "make"}
 )
 
 
