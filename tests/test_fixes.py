@@ -136,9 +136,10 @@ def test_a_fix_that_adds_a_finding_is_rolled_back(fake_rule: type[Rule]) -> None
         "ENV FAKE=good",
     )
     outcome = fix_text(text)
-    # the adding fix brings an `apt-get install` without --no-install-recommends: rolled back
+    # the adding fix brings an `apt-get install` without --no-install-recommends (GL501) that runs
+    # after GL502's fix removed the package lists (GL006, named first): rolled back
     assert [f.message for f, _ in outcome.rolled_back] == ["fake adds"]
-    assert "rolled back: it would add a GL501 finding" in outcome.messages[0]
+    assert "rolled back: it would add a GL006 finding" in outcome.messages[0]
     assert "ENV FAKE=adds" in outcome.fixed and "ENV GOOD=1" in outcome.fixed
     assert "--no-install-recommends -y curl && rm -rf /var/lib/apt/lists/*" in outcome.fixed
     again = fix_text(outcome.fixed)
