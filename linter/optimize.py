@@ -963,19 +963,26 @@ def _copy_context_last(
     """Move each ``COPY . dest`` of the shipped stage below the apt installs that follow it (GL506).
 
     It moves only across apt-only RUNs (which read nothing from the context), the lines
-    optimize itself wrote, and ENV lines when the COPY uses no variable; anything else
-    (WORKDIR, a set-up RUN, USER...) stops it.
+    optimize itself wrote, ENV lines when the COPY uses no variable, and WORKDIR lines when
+    its destination is absolute (a relative one would change meaning); anything else (a
+    set-up RUN, USER...) stops it.
     """
     out = list(final)
     for index in sorted(movable, reverse=True):
         line = out[index]
+        words = line.split()
+        absolute = "$" not in line and len(words) >= 3 and words[-1].startswith("/")
         stop = index
         crossed_install = False
         for j in range(index + 1, len(out)):
             if j in apt_lines:
                 crossed_install = True
                 stop = j
-            elif out[j] in generated or (out[j].startswith("ENV ") and "$" not in line):
+            elif (
+                out[j] in generated
+                or (out[j].startswith("ENV ") and "$" not in line)
+                or (out[j].upper().startswith("WORKDIR ") and absolute)
+            ):
                 stop = j
             else:
                 break

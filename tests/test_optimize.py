@@ -229,3 +229,23 @@ def test_a_copy_the_shipped_stage_still_reads_is_kept() -> None:
     shipped = out.split("\nFROM pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime\n", 1)[1]
     assert "COPY pkg /src" in shipped and "rm -rf /src" in shipped
     assert "no longer copies" not in out
+
+
+def test_copy_of_the_context_moves_below_apt_across_workdir_when_its_destination_is_absolute() -> None:
+    """Found by the property test: `COPY . /app`, `WORKDIR /app`, then apt left GL506 in the rewrite."""
+    text = (
+        "FROM pytorch/pytorch:2.4.1-cuda12.4-cudnn9-devel\n"
+        "COPY . /app\n"
+        "WORKDIR /app\n"
+        "RUN apt-get update && apt-get install -y curl build-essential\n"
+        "RUN pip install flash-attn==2.6.3\n"
+    )
+    final = optimize(text).text.split("\nFROM ", 2)[2]
+    assert final.index("WORKDIR /app") < final.index("apt-get install") < final.index("COPY . /app")
+    out = optimize(text).text
+    shipped_from = parse_dockerfile(out).stages[1].from_instruction.line
+    assert not [f for f in lint_text(out) if f.code == "GL506" and f.line >= shipped_from]
+    # a relative destination means another directory after the WORKDIR: it stays where it was
+    relative = text.replace("COPY . /app", "COPY . src/")
+    final = optimize(relative).text.split("\nFROM ", 2)[2]
+    assert final.index("COPY . src/") < final.index("WORKDIR /app")
