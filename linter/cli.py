@@ -44,7 +44,7 @@ PARALLEL_MIN_FILES = 64  # fewer files are linted in this process: forking costs
 
 @click.command(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Other commands: gpulint image, gpulint optimize, gpulint doctor, gpulint rules, "
+    epilog="Other commands: gpulint image, gpulint optimize, gpulint doctor, gpulint lsp, gpulint rules, "
     "gpulint explain CODE|SLUG. Exit codes: 0 clean, 1 findings, 2 error.",
 )
 @click.argument("paths", nargs=-1, type=click.Path())
@@ -834,6 +834,10 @@ def _lazy_command(name: str) -> click.Command:
 
         command: click.Command = doctor_command()
         return command
+    if name == "lsp":
+        from .lsp import lsp_command
+
+        return lsp_command()
     raise KeyError(name)
 
 
@@ -844,6 +848,7 @@ SUBCOMMANDS: dict[str, click.Command | None] = {
     "image": None,  # imported on use
     "optimize": None,  # imported on use
     "doctor": None,  # imported on use
+    "lsp": None,  # imported on use
 }
 
 

@@ -62,11 +62,16 @@ class Config:
         return replace(self, **values)
 
 
-def find_config(start: Path) -> Path | None:
-    """The nearest .gpulint.yaml, or pyproject.toml with [tool.gpulint], at or above ``start``."""
+def find_config(start: Path, stop: Path | None = None) -> Path | None:
+    """The nearest .gpulint.yaml, or pyproject.toml with [tool.gpulint], at or above ``start``.
+
+    With ``stop`` (a resolved directory above ``start``), folders above it are not looked at: the
+    language server reads nothing outside the editor's workspace."""
     directory = start if start.is_dir() else start.parent
     directory = directory.resolve()
     for candidate_dir in (directory, *directory.parents):
+        if stop is not None and candidate_dir != stop and stop not in candidate_dir.parents:
+            return None
         for name in CONFIG_NAMES:
             path = candidate_dir / name
             if path.is_file():

@@ -437,3 +437,13 @@ def test_python_api_takes_a_config_object_path_or_mapping(tmp_path: Path) -> Non
     )
     with pytest.raises(ConfigError):
         gpulint.lint_text(DEVEL_UNPINNED, config={"selekt": ["GL101"]})
+
+
+def test_find_config_stops_at_the_given_folder(tmp_path: Path) -> None:
+    # the language server reads no config above the workspace folder
+    (tmp_path / ".gpulint.yaml").write_text("ignore: [GL502]\n")
+    work = tmp_path / "work" / "sub"
+    work.mkdir(parents=True)
+    assert find_config(work) == (tmp_path / ".gpulint.yaml").resolve()
+    assert find_config(work, stop=(tmp_path / "work").resolve()) is None
+    assert find_config(work, stop=tmp_path.resolve()) == (tmp_path / ".gpulint.yaml").resolve()

@@ -1,0 +1,229 @@
+"""`gpulint lsp`: a real server over stdio, driven by a minimal JSON-RPC client (Content-Length framing)."""
+
+from __future__ import annotations
+
+import json
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from gpulint.lsp_server import Positions
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "fixtures" / "examples" / "llm-server.Dockerfile"
+TIMEOUT = 60.0  # only so that a broken server fails the test instead of hanging it
+
+
+class Client:
+    def __init__(self, cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpulint", "lsp"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            cwd=cwd,
+        )
+        self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.next_id = 0
+        assert self.proc.stdout is not None
+        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
+
+    def _read(self, stream: IO[bytes]) -> None:
+        while True:
+            headers: dict[str, str] = {}
+            while True:
+                line = stream.readline()
+                if not line:
+                    self.messages.put(None)
+                    return
+                if line in (b"\r\n", b"\n"):
+                    break
+                name, _, value = line.decode("ascii").partition(":")
+                headers[name.strip().lower()] = value.strip()
+            body = stream.read(int(headers["content-length"]))
+            self.messages.put(json.loads(body))
+
+    def send(self, message: dict[str, Any]) -> None:
+        body = json.dumps({"jsonrpc": "2.0", **message}).encode()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.proc.stdin.flush()
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.send({"method": method, "params": params})
+
+    def request(self, method: str, params: dict[str, Any] | None) -> Any:
+        self.next_id += 1
+        self.send({"id": self.next_id, "method": method, "params": params})
+        reply = self.wait(lambda m: m.get("id") == self.next_id and "method" not in m)
+        assert "error" not in reply, reply
+        return reply["result"]
+
+    def wait(self, matches: Any) -> dict[str, Any]:
+        while True:
+            message = self.messages.get(timeout=TIMEOUT)
+            assert message is not None, "the server closed its output"
+            if "method" in message and "id" in message:  # a request from the server: answer it
+                self.send({"id": message["id"], "result": None})
+            if matches(message):
+                return message
+
+    def diagnostics(self, uri: str, version: int) -> list[dict[str, Any]]:
+        message = self.wait(
+            lambda m: (
+                m.get("method") == "textDocument/publishDiagnostics"
+                and m["params"]["uri"] == uri
+                and m["params"].get("version") == version
+            )
+        )
+        return list(message["params"]["diagnostics"])
+
+    def close(self) -> int:
+        self.request("shutdown", None)
+        self.notify("exit", {})
+        return self.proc.wait(timeout=TIMEOUT)
+
+
+def apply(text: str, edits: list[dict[str, Any]]) -> str:
+    """Apply LSP text edits (UTF-16 positions) the way an editor does: from the last to the first."""
+    pos = Positions(text, lambda s: len(s.encode("utf-16-le")) // 2)
+    spans = []
+    for edit in edits:
+        start = pos.to_offset(_position(edit["range"]["start"]))
+        end = pos.to_offset(_position(edit["range"]["end"]))
+        spans.append((start, end, edit["newText"]))
+    for start, end, new in sorted(spans, reverse=True):
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def _position(data: dict[str, int]) -> Any:
+    from lsprotocol import types
+
+    return types.Position(line=data["line"], character=data["character"])
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    folder = tmp_path / "app"
+    folder.mkdir()
+    shutil.copy(EXAMPLE, folder / "Dockerfile")
+    return folder
+
+
+def _start(folder: Path) -> Client:
+    client = Client(folder)
+    client.request(
+        "initialize",
+        {"processId": None, "rootUri": folder.as_uri(), "capabilities": {}, "workspaceFolders": None},
+    )
+    client.notify("initialized", {})
+    return client
+
+
+def test_diagnostics_change_fix_all_and_shutdown(workspace: Path) -> None:
+    path = workspace / "Dockerfile"
+    uri = path.as_uri()
+    text = path.read_text()
+    client = _start(workspace)
+    try:
+        client.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": uri, "languageId": "dockerfile", "version": 1, "text": text}},
+        )
+        diagnostics = client.diagnostics(uri, 1)
+        by_code = {d["code"]: d for d in diagnostics}
+        assert {"GL101", "GL501", "GL502", "GL503"} <= set(by_code)
+        # `apt-get install -y python3-pip` (line 5): GL502 flags `apt-get` at column 5 (1-based)
+        assert by_code["GL502"]["range"]["start"] == {"line": 4, "character": 4}
+        assert by_code["GL502"]["source"] == "gpulint"
+        assert by_code["GL502"]["severity"] in (1, 2, 3)
+        assert by_code["GL502"]["codeDescription"]["href"].endswith("GL502.md")
+
+        # the hover over a finding is its rule's documentation
+        hover = client.request(
+            "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 4, "character": 5}}
+        )
+        assert hover is not None and "GL502" in hover["contents"]["value"]
+        assert "## Why is this bad?" in hover["contents"]["value"]
+
+        # fix GL503 by hand (pip's cache): that finding goes away, the others stay
+        changed = text.replace("RUN pip install torch", "RUN pip install --no-cache-dir torch")
+        assert changed != text
+        client.notify(
+            "textDocument/didChange",
+            {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [{"text": changed}]},
+        )
+        after = {d["code"] for d in client.diagnostics(uri, 2)}
+        assert "GL503" in by_code and "GL503" not in after
+        assert {"GL201", "GL501", "GL502"} <= after
+
+        # "fix all" is what `gpulint --fix` writes for the same file
+        actions = client.request(
+            "textDocument/codeAction",
+            {
+                "textDocument": {"uri": uri},
+                "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}},
+                "context": {"diagnostics": [], "only": ["source.fixAll"]},
+            },
+        )
+        assert [a["kind"] for a in actions] == ["source.fixAll.gpulint"]
+        fixed = apply(changed, actions[0]["edit"]["changes"][uri])
+
+        # quick fixes and the ignore pragma on the apt-get line
+        quick = client.request(
+            "textDocument/codeAction",
+            {
+                "textDocument": {"uri": uri},
+                "range": {"start": {"line": 4, "character": 4}, "end": {"line": 4, "character": 4}},
+                "context": {"diagnostics": []},
+            },
+        )
+        titles = [a["title"] for a in quick]
+        assert "Ignore GL502 on this line" in titles
+        ignore = next(a for a in quick if a["title"] == "Ignore GL502 on this line")
+        ignored = apply(changed, ignore["edit"]["changes"][uri])
+        assert "# gpulint: ignore=GL502\nRUN apt-get update" in ignored
+        assert client.close() == 0
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+        client.proc.wait(timeout=TIMEOUT)
+
+    cli_copy = workspace.parent / "cli" / "Dockerfile"
+    cli_copy.parent.mkdir()
+    cli_copy.write_text(changed)
+    subprocess.run(
+        [sys.executable, "-m", "gpulint", "--fix", "--fail-on", "never", "--quiet", str(cli_copy)],
+        check=True,
+        capture_output=True,
+        timeout=TIMEOUT,
+    )
+    assert fixed != changed
+    assert fixed == cli_copy.read_text()
+
+
+def test_without_pygls_one_line_and_exit_2() -> None:
+    code = "import sys; sys.modules['pygls'] = None; from gpulint.cli import main; main(['lsp'])"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "gpulint: error: gpulint lsp needs pygls and lsprotocol: pip install gpulint[lsp]"
+    ]
+
+
+def test_positions_utf16_and_parser_lines() -> None:
+    # a form feed ends a line for gpulint's parser (str.splitlines) but not for LSP
+    text = "RUN echo 'é😀' x\x0cy\nFROM a\n"
+    pos = Positions(text, lambda s: len(s.encode("utf-16-le")) // 2)
+    at_x = text.index("x")
+    assert pos.position(at_x).line == 0
+    assert pos.position(at_x).character == at_x + 1  # the emoji is two UTF-16 units
+    assert pos.to_offset(pos.position(at_x)) == at_x
+    assert pos.offset(2, 1) == text.index("y")  # gpulint's line 2 starts after the form feed
+    assert pos.position(pos.offset(3, 1)).line == 1  # gpulint's line 3 is LSP's line 1
