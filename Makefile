@@ -25,14 +25,22 @@ test: $(STAMP) lint typecheck
 	$(BIN)/python -m pytest -q -n auto -m "not integration"
 	$(BIN)/python -m pytest -q -m integration
 
+# mypy and lint-imports need the installed layout (linter/ -> gpulint, rules/ -> gpulint.rules):
+# they check a copy in build/$(1).
+define layout_copy
+	rm -rf build/$(1) && mkdir -p build/$(1)/gpulint
+	cp -r linter/. build/$(1)/gpulint/ && cp -r rules build/$(1)/gpulint/rules
+endef
+
+## ruff, and the import contracts in pyproject.toml ([tool.importlinter]: the layers, no cycles).
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(call layout_copy,imports)
+	cd build/imports && PYTHONPATH=. ../../$(BIN)/lint-imports --no-cache ../../pyproject.toml
 
-# mypy needs the installed layout (linter/ -> gpulint, rules/ -> gpulint.rules): check a copy.
 typecheck: $(STAMP)
-	rm -rf build/typecheck && mkdir -p build/typecheck/gpulint
-	cp -r linter/. build/typecheck/gpulint/ && cp -r rules build/typecheck/gpulint/rules
+	$(call layout_copy,typecheck)
 	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p gpulint
 
 unit: $(STAMP)

@@ -264,7 +264,7 @@ def _check_rules(names: Sequence[str], source: str, key: str) -> None:
 
 def check_selection(config: Config, where: str) -> None:
     """A selection that enables no rule at all would pass every file: an error, not a silent pass."""
-    from .engine import enabled_rules
+    from .rule import enabled_rules
 
     if not enabled_rules(config):
         raise ConfigError(

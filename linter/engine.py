@@ -1,121 +1,49 @@
-"""The rule runner: parse, run the enabled rules, apply pragmas, config and severities."""
+"""The rule runner's entry: lint a file by its kind (a Dockerfile, or a compose/Kubernetes file).
+
+The work is in :mod:`gpulint.runner` (one Dockerfile, config, pragmas) and
+:mod:`gpulint.manifests` (compose and Kubernetes); the names below stay importable from here.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import fnmatch
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
 
 from .config import Config
-from .context import LintContext
-from .discovery import MAX_MANIFEST_BYTES, is_manifest_path
-from .dockerfile import Dockerfile, DockerfileError, decode, parse_dockerfile
-from .finding import Finding, Severity
-from .pragmas import Pragma, parse_pragmas
-from .rule import Rule, all_rules, selector_known
+from .discovery import is_manifest_path
+from .finding import Finding
+from .rule import enabled_rules, is_enabled, severity_override, specificity
+from .runner import (
+    MAX_FILE_BYTES,
+    InputError,
+    LintResult,
+    RuleCrash,
+    apply_config,
+    apply_pragmas,
+    configured,
+    lint_dockerfile,
+    path_matches,
+    read_source,
+)
 
-MAX_FILE_BYTES = 4 * 1024 * 1024
-
-
-class InputError(ValueError):
-    """Input gpulint cannot lint (missing, unreadable, binary): exit 2, one line."""
-
-
-@dataclass
-class LintResult:
-    path: str
-    findings: list[Finding]
-    text: str
-    dockerfile: Dockerfile | None = None
-    extra_sources: dict[str, str] = field(default_factory=dict)
-    facts: dict[str, str] = field(default_factory=dict)  # what rules' facts() said about the file
-
-
-def specificity(code: str, slug: str, selector: str) -> int | None:
-    """How precisely ``selector`` names the rule ``code``/``slug``: None if it does not name it.
-
-    ``ALL`` < ``GL`` < ``GL5`` < ``GL50`` < the full code or the slug (ruff's rule: the more
-    specific selector wins, so ``select: [GL503]`` beats ``ignore: [GL5]``).
-    """
-    sel = selector.strip()
-    if not sel:
-        return None
-    upper = sel.upper()
-    if upper == "ALL":
-        return 0
-    if sel.lower() == slug.lower() or upper == code.upper():
-        return 100
-    if upper.startswith("GL") and code.upper().startswith(upper):
-        return len(upper)
-    return None
-
-
-def is_enabled(cls: type[Rule], config: Config) -> bool:
-    enabled = cls.enabled_by_default if config.select is None else False
-    best = -1
-    layers: tuple[tuple[tuple[str, ...], bool], ...] = (
-        (config.select or (), True),
-        (config.extend_select, True),
-        (config.ignore, False),
-    )
-    for selectors, value in layers:
-        for selector in selectors:
-            level = specificity(cls.code, cls.slug, selector)
-            if level is None:
-                continue
-            # the most specific selector wins; on a tie, ignore beats select
-            if level > best or (level == best and not value):
-                best, enabled = level, value
-    return enabled
-
-
-def severity_override(code: str, slug: str, overrides: Mapping[str, Severity]) -> Severity | None:
-    """The severity the config/CLI sets for a rule (by code, slug or prefix; the most specific wins)."""
-    best: tuple[int, Severity] | None = None
-    for selector, level in overrides.items():
-        rank = specificity(code, slug, selector)
-        if rank is not None and (best is None or rank >= best[0]):
-            best = (rank, level)
-    return best[1] if best else None
-
-
-def enabled_rules(config: Config) -> list[type[Rule]]:
-    return [cls for cls in all_rules() if is_enabled(cls, config)]
-
-
-def read_source(path: str) -> str:
-    """Read a file as text; raise InputError with a one-line reason."""
-    p = Path(path)
-    try:
-        if p.is_dir():
-            raise InputError(f"{path}: is a directory")
-        size = p.stat().st_size
-        manifest = is_manifest_path(path)
-        limit = MAX_MANIFEST_BYTES if manifest else MAX_FILE_BYTES
-        if size > limit:
-            what = "a compose/Kubernetes file" if manifest else "a Dockerfile"
-            raise InputError(f"{path}: too large to be {what} ({size} bytes; limit {limit})")
-        # read at most limit+1 bytes: /dev/zero, a FIFO or a growing file says 0 in st_size
-        with open(p, "rb") as handle:
-            data = handle.read(limit + 1)
-        if len(data) > limit:
-            raise InputError(f"{path}: too large (more than {limit} bytes)")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except PermissionError:
-        raise InputError(f"{path}: permission denied") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except InputError:
-        raise
-    except ValueError:  # a NUL byte in a name that came from a file (a compose build context)
-        raise InputError(f"{path!r}: not a valid file name") from None
-    try:
-        return decode(data, path)
-    except DockerfileError as exc:
-        raise InputError(str(exc)) from None
+__all__ = [
+    "MAX_FILE_BYTES",
+    "InputError",
+    "LintResult",
+    "RuleCrash",
+    "apply_config",
+    "apply_pragmas",
+    "configured",
+    "enabled_rules",
+    "is_enabled",
+    "lint",
+    "lint_dockerfile",
+    "lint_path",
+    "lint_source",
+    "path_matches",
+    "read_source",
+    "severity_override",
+    "specificity",
+]
 
 
 def lint_path(
@@ -153,7 +81,7 @@ def lint(
     on_crash: Callable[[RuleCrash], None] | None = None,
     gpus_available: int | None = None,
 ) -> LintResult:
-    """Lint one Dockerfile's text (or a compose/Kubernetes file's, by its name: see manifests).
+    """Lint one file's text: a compose or Kubernetes file by its name (see manifests), else a Dockerfile.
 
     A rule that raises is a bug in gpulint: without ``on_crash`` it raises :class:`RuleCrash`;
     with it, ``on_crash`` is told and the other rules' findings are still returned.
@@ -166,164 +94,4 @@ def lint(
             return lint_manifest(path, text, config, on_crash, gpus_available)
         except ManifestError as exc:
             raise InputError(str(exc)) from None
-    args = dict(config.build_args)
-    args.update(build_args or {})
-    try:
-        dockerfile = parse_dockerfile(text, path=path, build_args=args, target=target)
-    except DockerfileError as exc:
-        raise InputError(str(exc)) from None
-    ctx = LintContext(
-        path=path,
-        dockerfile=dockerfile,
-        config=config,
-        context_dir=Path(context_dir) if context_dir else (Path(path).parent if path != "-" else None),
-    )
-    pragmas = parse_pragmas(dockerfile)
-    ctx.pragmas = pragmas
-    findings: list[Finding] = []
-    for cls in enabled_rules(config):
-        try:
-            produced = list(cls().check(ctx))
-        except Exception as exc:
-            if on_crash is None:
-                raise RuleCrash(cls.code, path, exc) from exc
-            crash = RuleCrash(cls.code, path, exc)
-            crash.__cause__ = exc
-            on_crash(crash)  # a bug in one rule must not hide the other rules' findings
-            continue
-        findings.extend(_one_per_place(produced) if cls.one_per_place else produced)
-    findings = _apply_config(_apply_pragmas(findings, pragmas, path, config), config)
-    findings.sort(key=Finding.sort_key)
-    facts: dict[str, str] = {}
-    for cls in all_rules():
-        try:
-            facts.update(cls.facts(ctx))
-        except Exception as exc:  # a fact is never worth losing the findings for
-            if on_crash is None:
-                raise RuleCrash(cls.code, path, exc) from exc
-            crash = RuleCrash(cls.code, path, exc)
-            crash.__cause__ = exc
-            on_crash(crash)
-    return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile, facts=facts)
-
-
-def configured(findings: list[Finding], config: Config) -> list[Finding]:
-    """Findings made outside the rule loop (image evidence) as the config says: only the rules it
-    enables, at the severities it sets; the same selection a lint applies before running rules."""
-    from .rule import find_rule
-
-    enabled = {}
-    kept = []
-    for finding in findings:
-        if finding.code not in enabled:
-            rule = find_rule(finding.code)
-            enabled[finding.code] = rule is None or is_enabled(rule, config)
-        if enabled[finding.code]:
-            kept.append(finding)
-    return _apply_config(kept, config)
-
-
-def _apply_config(findings: list[Finding], config: Config) -> list[Finding]:
-    """What the config says after the rules ran: per-file ignores, then severity overrides."""
-    findings = _apply_per_file_ignores(findings, config)
-    if config.severity:
-        for f in findings:
-            override = severity_override(f.code, f.slug, config.severity)
-            if override is not None:
-                f.severity = override
-    return findings
-
-
-def _one_per_place(findings: list[Finding]) -> list[Finding]:
-    """A rule reports a place once: the first finding at a (file, line, column) wins."""
-    seen: set[tuple[str, int, int]] = set()
-    out = []
-    for finding in findings:
-        key = (finding.path, finding.line, finding.column)
-        if key not in seen:
-            seen.add(key)
-            out.append(finding)
-    return out
-
-
-class RuleCrash(RuntimeError):
-    def __init__(self, code: str, path: str, exc: Exception) -> None:
-        super().__init__(f"{path}: internal error in rule {code}: {exc.__class__.__name__}: {exc}")
-        self.code = code
-
-
-def _apply_pragmas(
-    findings: list[Finding], pragmas: list[Pragma], path: str, config: Config
-) -> list[Finding]:
-    kept: list[Finding] = []
-    for f in findings:
-        suppressed = False
-        if f.path == path and f.code not in ("GL001", "GL002", "GL003"):
-            for pragma in pragmas:
-                if pragma.covers(f.line):
-                    hit = [n for n in pragma.names if _names(n, f)]
-                    if hit:
-                        pragma.used.update(hit)
-                        suppressed = True
-        if not suppressed:
-            kept.append(f)
-    from .rule import find_rule
-
-    unused_cls = find_rule("GL003")
-    if unused_cls is not None and is_enabled(unused_cls, config):
-        enabled = enabled_rules(config)
-        for pragma in pragmas:
-            for name in pragma.names:
-                # a pragma for a rule that did not run could not have suppressed anything
-                ran = any(_names(name, Finding(c.code, c.slug, c.severity, "", path, 1)) for c in enabled)
-                if name not in pragma.used and selector_known(name) and ran:
-                    kept.append(
-                        unused_cls().finding_at(
-                            path, pragma.line, f"`{name}` in this {pragma.kind} pragma suppressed nothing"
-                        )
-                    )
-    return kept
-
-
-def _names(selector: str, f: Finding) -> bool:
-    return specificity(f.code, f.slug, selector) is not None
-
-
-def path_matches(path: str, pattern: str, root: Path | None) -> bool:
-    """Whether a per-file-ignores/exclude glob names ``path``.
-
-    Patterns are relative to the config file's directory (``root``); a pattern without a
-    slash also matches the bare file name, as in .gitignore.
-    """
-    pattern = pattern.strip()
-    if pattern.startswith("./"):
-        pattern = pattern[2:]
-    pattern = pattern.rstrip("/")
-    if not pattern:
-        return False
-    posix = Path(path).as_posix()
-    candidates = {posix, str(PurePosixPath(posix))}
-    if root is not None:
-        with contextlib.suppress(ValueError, OSError):
-            candidates.add(Path(path).resolve().relative_to(root).as_posix())
-    if "/" not in pattern:
-        candidates.add(PurePosixPath(posix).name)
-    for candidate in candidates:
-        if fnmatch.fnmatch(candidate, pattern) or fnmatch.fnmatch(candidate, pattern + "/*"):
-            return True
-    return False
-
-
-def _apply_per_file_ignores(findings: list[Finding], config: Config) -> list[Finding]:
-    if not config.per_file_ignores:
-        return findings
-    root = config.root
-    out = []
-    for f in findings:
-        ignored = any(
-            path_matches(f.path, pattern, root) and any(_names(n, f) for n in names)
-            for pattern, names in config.per_file_ignores.items()
-        )
-        if not ignored:
-            out.append(f)
-    return out
+    return lint_dockerfile(path, text, config, build_args, target, context_dir, on_crash, gpus_available)

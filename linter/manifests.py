@@ -30,12 +30,20 @@ from .discovery import MAX_MANIFEST_BYTES
 from .finding import Finding, Severity
 from .lazyre import lazy_re
 from .pragmas import _PRAGMA_RE, Pragma
-from .rule import Rule, rule_url
+from .rule import Rule, enabled_rules, rule_url
+from .runner import (
+    InputError,
+    LintResult,
+    RuleCrash,
+    apply_config,
+    apply_pragmas,
+    lint_dockerfile,
+    read_source,
+)
 
 if TYPE_CHECKING:
     from .context import LintContext
     from .dockerfile import Dockerfile
-    from .engine import LintResult, RuleCrash
     from .imageref import ImageRef
 
 # Compose files are kilobytes, one application's manifests rarely 100 KB; PyYAML composes
@@ -720,8 +728,6 @@ class _ComposeLoader:
         if key in self.cache:
             return self.cache[key]
         self.cache[key] = None
-        from .engine import InputError
-
         if self.outside(path):
             self.ctx.problems.append(
                 (where, where.path if where else path, f"{path} is outside {self.root}: not read")
@@ -918,8 +924,6 @@ class _ComposeLoader:
         key = (path, tuple(sorted(args.items())), target)
         if key in self.builds:
             return self.builds[key]
-        from .engine import InputError
-
         info = BuildInfo(node, path)
         self.builds[key] = info
         for what, where in (("from", context), ("with", path)):
@@ -958,11 +962,10 @@ class _ComposeLoader:
     def _lint_build(
         self, info: BuildInfo, path: str, text: str, args: dict[str, str], target: str | None, context: str
     ) -> BuildInfo:
-        from .engine import InputError, lint
         from .secrets import redact_source
 
         try:
-            result = lint(path, text, self.ctx.config, args, target, context, self.on_crash)
+            result = lint_dockerfile(path, text, self.ctx.config, args, target, context, self.on_crash)
         except InputError as exc:
             self.ctx.problems.append((info.node, info.node.path, f"cannot lint {path}: {_reason(exc, path)}"))
             return info
@@ -997,8 +1000,6 @@ def _shipped_facts(info: BuildInfo, df: Dockerfile) -> None:
 
 def _read_regular(path: str) -> str:
     """A file a compose file points at: only regular files (never a device or a FIFO)."""
-    from .engine import InputError, read_source
-
     target = Path(path)
     if target.exists() and not target.is_dir() and not target.is_file():
         raise InputError(f"{path}: not a regular file")
@@ -1243,13 +1244,6 @@ def lint_manifest(
 ) -> LintResult:
     """Lint a compose or Kubernetes file (and the Dockerfiles its services build)."""
     from .discovery import is_compose_name
-    from .engine import (
-        LintResult,
-        RuleCrash,
-        _apply_config,
-        _apply_pragmas,
-        enabled_rules,
-    )
 
     env = dict(os.environ if environ is None else environ)
     base = Path(os.path.dirname(path) or ".")
@@ -1306,8 +1300,8 @@ def lint_manifest(
         findings.extend(produced)
     findings = _unique(findings)
     for yaml_path, other in ctx.files.items():
-        findings = _apply_pragmas(findings, other.pragmas, yaml_path, config)
-    findings = _apply_config(findings, config)
+        findings = apply_pragmas(findings, other.pragmas, yaml_path, config)
+    findings = apply_config(findings, config)
     extra: dict[str, str] = {p: redact_yaml(f) for p, f in ctx.files.items()}
     for result in ctx.dockerfile_results:
         findings.extend(result.findings)

@@ -7,12 +7,13 @@ import importlib
 import pkgutil
 import re
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from .finding import Edit, Finding, Fix, FixSafety, Severity
 
 if TYPE_CHECKING:
+    from .config import Config
     from .context import LintContext
     from .dockerfile import Instruction
 
@@ -260,3 +261,58 @@ def unknown_selector(selector: str) -> str | None:
     close = difflib.get_close_matches(key.lower(), list(folded), n=1, cutoff=0.6)
     hint = f" (did you mean {folded[close[0]]!r}?)" if close else " (see `gpulint rules`)"
     return f"unknown rule {key!r}{hint}"
+
+
+# -- which rules a config enables, at which severity (the config validates its names here too) --
+
+
+def specificity(code: str, slug: str, selector: str) -> int | None:
+    """How precisely ``selector`` names the rule ``code``/``slug``: None if it does not name it.
+
+    ``ALL`` < ``GL`` < ``GL5`` < ``GL50`` < the full code or the slug (ruff's rule: the more
+    specific selector wins, so ``select: [GL503]`` beats ``ignore: [GL5]``).
+    """
+    sel = selector.strip()
+    if not sel:
+        return None
+    upper = sel.upper()
+    if upper == "ALL":
+        return 0
+    if sel.lower() == slug.lower() or upper == code.upper():
+        return 100
+    if upper.startswith("GL") and code.upper().startswith(upper):
+        return len(upper)
+    return None
+
+
+def is_enabled(cls: type[Rule], config: Config) -> bool:
+    enabled = cls.enabled_by_default if config.select is None else False
+    best = -1
+    layers: tuple[tuple[tuple[str, ...], bool], ...] = (
+        (config.select or (), True),
+        (config.extend_select, True),
+        (config.ignore, False),
+    )
+    for selectors, value in layers:
+        for selector in selectors:
+            level = specificity(cls.code, cls.slug, selector)
+            if level is None:
+                continue
+            # the most specific selector wins; on a tie, ignore beats select
+            if level > best or (level == best and not value):
+                best, enabled = level, value
+    return enabled
+
+
+def severity_override(code: str, slug: str, overrides: Mapping[str, Severity]) -> Severity | None:
+    """The severity the config/CLI sets for a rule (by code, slug or prefix; the most specific wins)."""
+    best: tuple[int, Severity] | None = None
+    for selector, level in overrides.items():
+        rank = specificity(code, slug, selector)
+        if rank is not None and (best is None or rank >= best[0]):
+            best = (rank, level)
+    return best[1] if best else None
+
+
+def enabled_rules(config: Config) -> list[type[Rule]]:
+    return [cls for cls in all_rules() if is_enabled(cls, config)]

@@ -621,7 +621,7 @@ def test_a_crashing_rule_is_one_error_line_and_the_other_findings_stay(
 ) -> None:
     from collections.abc import Iterator
 
-    from gpulint import engine
+    from gpulint import runner
     from gpulint.finding import Finding, Severity
     from gpulint.rule import Rule
 
@@ -634,8 +634,8 @@ def test_a_crashing_rule_is_one_error_line_and_the_other_findings_stay(
         def check(self, ctx: object) -> Iterator[Finding]:
             raise KeyError("boom")
 
-    real = engine.enabled_rules
-    monkeypatch.setattr(engine, "enabled_rules", lambda config: [*real(config), Crashes])
+    real = runner.enabled_rules  # the rule loop (gpulint.runner) asks it which rules run
+    monkeypatch.setattr(runner, "enabled_rules", lambda config: [*real(config), Crashes])
     code, out, err = run_main(["--select", "GL101", str(BAD_EXAMPLE)], capsys)
     assert code == 2
     assert ":3:1: GL101" in out

@@ -1,0 +1,252 @@
+"""Run the rules over one Dockerfile, and shape findings by the config and the pragmas.
+
+Below :mod:`gpulint.engine` (which dispatches a file by its kind) and :mod:`gpulint.manifests`
+(which lints the Dockerfiles a compose/Kubernetes file builds with :func:`lint_dockerfile`), so
+neither has to import the other's caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .config import Config
+from .context import LintContext
+from .discovery import MAX_MANIFEST_BYTES, is_manifest_path
+from .dockerfile import Dockerfile, DockerfileError, decode, parse_dockerfile
+from .finding import Finding
+from .pragmas import Pragma, parse_pragmas
+from .rule import (
+    all_rules,
+    enabled_rules,
+    find_rule,
+    is_enabled,
+    selector_known,
+    severity_override,
+    specificity,
+)
+
+MAX_FILE_BYTES = 4 * 1024 * 1024
+
+
+class InputError(ValueError):
+    """Input gpulint cannot lint (missing, unreadable, binary): exit 2, one line."""
+
+
+@dataclass
+class LintResult:
+    path: str
+    findings: list[Finding]
+    text: str
+    dockerfile: Dockerfile | None = None
+    extra_sources: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, str] = field(default_factory=dict)  # what rules' facts() said about the file
+
+
+def read_source(path: str) -> str:
+    """Read a file as text; raise InputError with a one-line reason."""
+    p = Path(path)
+    try:
+        if p.is_dir():
+            raise InputError(f"{path}: is a directory")
+        size = p.stat().st_size
+        manifest = is_manifest_path(path)
+        limit = MAX_MANIFEST_BYTES if manifest else MAX_FILE_BYTES
+        if size > limit:
+            what = "a compose/Kubernetes file" if manifest else "a Dockerfile"
+            raise InputError(f"{path}: too large to be {what} ({size} bytes; limit {limit})")
+        # read at most limit+1 bytes: /dev/zero, a FIFO or a growing file says 0 in st_size
+        with open(p, "rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise InputError(f"{path}: too large (more than {limit} bytes)")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except PermissionError:
+        raise InputError(f"{path}: permission denied") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except InputError:
+        raise
+    except ValueError:  # a NUL byte in a name that came from a file (a compose build context)
+        raise InputError(f"{path!r}: not a valid file name") from None
+    try:
+        return decode(data, path)
+    except DockerfileError as exc:
+        raise InputError(str(exc)) from None
+
+
+def lint_dockerfile(
+    path: str,
+    text: str,
+    config: Config | None = None,
+    build_args: Mapping[str, str] | None = None,
+    target: str | None = None,
+    context_dir: str | None = None,
+    on_crash: Callable[[RuleCrash], None] | None = None,
+    gpus_available: int | None = None,
+) -> LintResult:
+    """Lint one Dockerfile's text (whatever its name: :func:`gpulint.engine.lint` dispatches by it).
+
+    A rule that raises is a bug in gpulint: without ``on_crash`` it raises :class:`RuleCrash`;
+    with it, ``on_crash`` is told and the other rules' findings are still returned.
+    """
+    config = config or Config()
+    args = dict(config.build_args)
+    args.update(build_args or {})
+    try:
+        dockerfile = parse_dockerfile(text, path=path, build_args=args, target=target)
+    except DockerfileError as exc:
+        raise InputError(str(exc)) from None
+    ctx = LintContext(
+        path=path,
+        dockerfile=dockerfile,
+        config=config,
+        context_dir=Path(context_dir) if context_dir else (Path(path).parent if path != "-" else None),
+    )
+    pragmas = parse_pragmas(dockerfile)
+    ctx.pragmas = pragmas
+    findings: list[Finding] = []
+    for cls in enabled_rules(config):
+        try:
+            produced = list(cls().check(ctx))
+        except Exception as exc:
+            if on_crash is None:
+                raise RuleCrash(cls.code, path, exc) from exc
+            crash = RuleCrash(cls.code, path, exc)
+            crash.__cause__ = exc
+            on_crash(crash)  # a bug in one rule must not hide the other rules' findings
+            continue
+        findings.extend(_one_per_place(produced) if cls.one_per_place else produced)
+    findings = apply_config(apply_pragmas(findings, pragmas, path, config), config)
+    findings.sort(key=Finding.sort_key)
+    facts: dict[str, str] = {}
+    for cls in all_rules():
+        try:
+            facts.update(cls.facts(ctx))
+        except Exception as exc:  # a fact is never worth losing the findings for
+            if on_crash is None:
+                raise RuleCrash(cls.code, path, exc) from exc
+            crash = RuleCrash(cls.code, path, exc)
+            crash.__cause__ = exc
+            on_crash(crash)
+    return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile, facts=facts)
+
+
+def configured(findings: list[Finding], config: Config) -> list[Finding]:
+    """Findings made outside the rule loop (image evidence) as the config says: only the rules it
+    enables, at the severities it sets; the same selection a lint applies before running rules."""
+    enabled = {}
+    kept = []
+    for finding in findings:
+        if finding.code not in enabled:
+            rule = find_rule(finding.code)
+            enabled[finding.code] = rule is None or is_enabled(rule, config)
+        if enabled[finding.code]:
+            kept.append(finding)
+    return apply_config(kept, config)
+
+
+def apply_config(findings: list[Finding], config: Config) -> list[Finding]:
+    """What the config says after the rules ran: per-file ignores, then severity overrides."""
+    findings = _apply_per_file_ignores(findings, config)
+    if config.severity:
+        for f in findings:
+            override = severity_override(f.code, f.slug, config.severity)
+            if override is not None:
+                f.severity = override
+    return findings
+
+
+def _one_per_place(findings: list[Finding]) -> list[Finding]:
+    """A rule reports a place once: the first finding at a (file, line, column) wins."""
+    seen: set[tuple[str, int, int]] = set()
+    out = []
+    for finding in findings:
+        key = (finding.path, finding.line, finding.column)
+        if key not in seen:
+            seen.add(key)
+            out.append(finding)
+    return out
+
+
+class RuleCrash(RuntimeError):
+    def __init__(self, code: str, path: str, exc: Exception) -> None:
+        super().__init__(f"{path}: internal error in rule {code}: {exc.__class__.__name__}: {exc}")
+        self.code = code
+
+
+def apply_pragmas(findings: list[Finding], pragmas: list[Pragma], path: str, config: Config) -> list[Finding]:
+    kept: list[Finding] = []
+    for f in findings:
+        suppressed = False
+        if f.path == path and f.code not in ("GL001", "GL002", "GL003"):
+            for pragma in pragmas:
+                if pragma.covers(f.line):
+                    hit = [n for n in pragma.names if _names(n, f)]
+                    if hit:
+                        pragma.used.update(hit)
+                        suppressed = True
+        if not suppressed:
+            kept.append(f)
+    unused_cls = find_rule("GL003")
+    if unused_cls is not None and is_enabled(unused_cls, config):
+        enabled = enabled_rules(config)
+        for pragma in pragmas:
+            for name in pragma.names:
+                # a pragma for a rule that did not run could not have suppressed anything
+                ran = any(_names(name, Finding(c.code, c.slug, c.severity, "", path, 1)) for c in enabled)
+                if name not in pragma.used and selector_known(name) and ran:
+                    kept.append(
+                        unused_cls().finding_at(
+                            path, pragma.line, f"`{name}` in this {pragma.kind} pragma suppressed nothing"
+                        )
+                    )
+    return kept
+
+
+def _names(selector: str, f: Finding) -> bool:
+    return specificity(f.code, f.slug, selector) is not None
+
+
+def path_matches(path: str, pattern: str, root: Path | None) -> bool:
+    """Whether a per-file-ignores/exclude glob names ``path``.
+
+    Patterns are relative to the config file's directory (``root``); a pattern without a
+    slash also matches the bare file name, as in .gitignore.
+    """
+    pattern = pattern.strip()
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    pattern = pattern.rstrip("/")
+    if not pattern:
+        return False
+    posix = Path(path).as_posix()
+    candidates = {posix, str(PurePosixPath(posix))}
+    if root is not None:
+        with contextlib.suppress(ValueError, OSError):
+            candidates.add(Path(path).resolve().relative_to(root).as_posix())
+    if "/" not in pattern:
+        candidates.add(PurePosixPath(posix).name)
+    for candidate in candidates:
+        if fnmatch.fnmatch(candidate, pattern) or fnmatch.fnmatch(candidate, pattern + "/*"):
+            return True
+    return False
+
+
+def _apply_per_file_ignores(findings: list[Finding], config: Config) -> list[Finding]:
+    if not config.per_file_ignores:
+        return findings
+    root = config.root
+    out = []
+    for f in findings:
+        ignored = any(
+            path_matches(f.path, pattern, root) and any(_names(n, f) for n in names)
+            for pattern, names in config.per_file_ignores.items()
+        )
+        if not ignored:
+            out.append(f)
+    return out
