@@ -43,8 +43,9 @@ typecheck: $(STAMP)
 	$(call layout_copy,typecheck)
 	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p gpulint
 
+## The quick unit tests while working: not the slow fuzz/property/hostile suites (`make test` runs them).
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto -m "not integration"
+	$(BIN)/python -m pytest -q -n auto -m "not integration and not slow"
 
 ## Side-by-side benchmarks (benchmarks/run.py) from a regular, non-editable install with the peers.
 BENCH_VENV ?= build/bench-venv

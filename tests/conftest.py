@@ -52,3 +52,42 @@ def require_tool_fixture() -> Callable[[str], str]:
 def pre_commit_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One PRE_COMMIT_HOME for the session: both hooks' try-repo runs reuse its environment."""
     return tmp_path_factory.mktemp("pre-commit-home")
+
+
+# The suites that take most of a unit run (generated inputs, hypothesis properties, hostile
+# inputs and archives, BuildKit's parser as an oracle): marked `slow`, so `make unit` (-m "not
+# integration and not slow") stays quick while working; `make test` (so CI) runs them all.
+SLOW_MODULES = frozenset(
+    {
+        "test_compose_fuzz.py",
+        "test_fixes_property.py",
+        "test_fuzz_dockerfile.py",
+        "test_fuzz_image.py",
+        "test_fuzz_inputs.py",
+        "test_hostile_archives.py",
+        "test_linear_inputs.py",
+        "test_robustness.py",
+        "test_splitter_oracle.py",
+    }
+)
+
+
+# single tests of several seconds in otherwise quick modules (a process pool, the fuzz imports)
+SLOW_TESTS = frozenset(
+    {
+        "test_parallel_lint.py::test_parallel_and_serial_lints_agree",
+        "test_hygiene.py::test_fuzz_suites_remove_their_temporary_directories",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the slow suites, and every hypothesis property test wherever it is, `slow`."""
+    for item in items:
+        test = getattr(item, "obj", None)
+        if (
+            item.path.name in SLOW_MODULES
+            or f"{item.path.name}::{item.name}" in SLOW_TESTS
+            or getattr(test, "is_hypothesis_test", False)
+        ):
+            item.add_marker(pytest.mark.slow)
