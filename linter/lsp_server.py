@@ -151,8 +151,9 @@ def lint_document(uri: str, path: str, text: str, root: Path) -> Linted:
         result = lint(path, text, linted.config, None, None, str(Path(path).parent), on_crash)
     except InputError as exc:
         name = os.path.basename(path)
-        # any YAML file is offered to gpulint; one that is no compose/Kubernetes file is not an error
-        if is_dockerfile_name(name) or is_compose_name(name) or "invalid YAML" in str(exc):
+        # every YAML file is offered to gpulint: one that is no Kubernetes manifest (a CI workflow,
+        # a Helm template that is no YAML before rendering) is not an error, only a file named as ours
+        if is_dockerfile_name(name) or is_compose_name(name):
             linted.error = _one_line(str(exc))
         return linted
     linted.result = result

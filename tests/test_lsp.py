@@ -186,6 +186,19 @@ def test_diagnostics_change_fix_all_and_shutdown(workspace: Path) -> None:
         )
         titles = [a["title"] for a in quick]
         assert "Ignore GL502 on this line" in titles
+        own = next(a for a in quick if a["title"].startswith("GL502: "))
+        assert own["kind"] == "quickfix" and own["isPreferred"] is True
+        assert "rm -rf /var/lib/apt/lists/*" in apply(changed, own["edit"]["changes"][uri])
+        unsafe = client.request(
+            "textDocument/codeAction",
+            {
+                "textDocument": {"uri": uri},
+                "range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}},
+                "context": {"diagnostics": []},
+            },
+        )
+        gl101 = next(a for a in unsafe if a["title"].startswith("GL101: "))
+        assert gl101["title"].endswith(" (unsafe)") and not gl101.get("isPreferred")
         ignore = next(a for a in quick if a["title"] == "Ignore GL502 on this line")
         ignored = apply(changed, ignore["edit"]["changes"][uri])
         assert "# gpulint: ignore=GL502\nRUN apt-get update" in ignored
@@ -227,3 +240,101 @@ def test_positions_utf16_and_parser_lines() -> None:
     assert pos.to_offset(pos.position(at_x)) == at_x
     assert pos.offset(2, 1) == text.index("y")  # gpulint's line 2 starts after the form feed
     assert pos.position(pos.offset(3, 1)).line == 1  # gpulint's line 3 is LSP's line 1
+
+
+def test_config_secrets_compose_and_other_yaml(tmp_path: Path) -> None:
+    folder = tmp_path / "svc"
+    folder.mkdir()
+    token = "ghp_abcdefghijklmnopqrstuvwxyz0123456789"
+    dockerfile = folder / "Dockerfile"
+    dockerfile.write_text(
+        "FROM nvidia/cuda:12.4.1-base-ubuntu22.04\n"
+        f'RUN curl -H "Authorization: Bearer {token}" https://example.com/x\n'
+    )
+    config = folder / ".gpulint.yaml"
+    config.write_text("ignore: [GL006]\n")
+    compose = folder / "compose.yaml"
+    compose.write_text((ROOT / "fixtures" / "compose" / "GL701" / "fire-cuda-image.yml").read_text())
+    workflow = folder / "ci.yml"
+    workflow.write_text("name: CI\non: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n")
+    client = _start(folder)
+    try:
+        uri = dockerfile.as_uri()
+        client.notify(
+            "textDocument/didOpen",
+            {
+                "textDocument": {
+                    "uri": uri,
+                    "languageId": "dockerfile",
+                    "version": 1,
+                    "text": dockerfile.read_text(),
+                }
+            },
+        )
+        diagnostics = client.diagnostics(uri, 1)
+        codes = {d["code"] for d in diagnostics}
+        assert "GL603" in codes and "GL006" not in codes  # the folder's config ignores GL006
+        assert all(token not in d["message"] for d in diagnostics)
+        hover = client.request(
+            "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 40}}
+        )
+        assert hover is not None and "GL603" in hover["contents"]["value"]
+        assert token not in hover["contents"]["value"]
+
+        # the config changes: the open documents are linted again with the new one
+        config.write_text("ignore: [GL603]\n")
+        client.notify("workspace/didChangeWatchedFiles", {"changes": [{"uri": config.as_uri(), "type": 2}]})
+        codes = {d["code"] for d in client.diagnostics(uri, 1)}
+        assert "GL006" in codes and "GL603" not in codes
+
+        compose_uri = compose.as_uri()
+        client.notify(
+            "textDocument/didOpen",
+            {
+                "textDocument": {
+                    "uri": compose_uri,
+                    "languageId": "yaml",
+                    "version": 1,
+                    "text": compose.read_text(),
+                }
+            },
+        )
+        (gl701,) = [d for d in client.diagnostics(compose_uri, 1) if d["code"] == "GL701"]
+        assert gl701["range"]["start"] == {"line": 3, "character": 2}
+        actions = client.request(
+            "textDocument/codeAction",
+            {
+                "textDocument": {"uri": compose_uri},
+                "range": gl701["range"],
+                "context": {"diagnostics": [gl701]},
+            },
+        )
+        ignore = next(a for a in actions if a["title"] == "Ignore GL701 on this line")
+        ignored = apply(compose.read_text(), ignore["edit"]["changes"][compose_uri])
+        assert "  # gpulint: ignore=GL701\n  train:\n" in ignored
+
+        # a YAML file that is neither compose nor Kubernetes: nothing to say, no error either
+        workflow_uri = workflow.as_uri()
+        client.notify(
+            "textDocument/didOpen",
+            {
+                "textDocument": {
+                    "uri": workflow_uri,
+                    "languageId": "yaml",
+                    "version": 1,
+                    "text": workflow.read_text(),
+                }
+            },
+        )
+        assert client.diagnostics(workflow_uri, 1) == []
+
+        client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+        closed = client.wait(
+            lambda m: m.get("method") == "textDocument/publishDiagnostics" and m["params"]["uri"] == uri
+        )
+        assert closed["params"]["diagnostics"] == []
+        assert client.close() == 0
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+        client.proc.wait(timeout=TIMEOUT)
