@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from .config import Config
+from .dockerfile import Dockerfile
 from .discovery import is_manifest_path
 from .finding import Finding
 from .rule import enabled_rules, is_enabled, severity_override, specificity
@@ -80,11 +81,15 @@ def lint(
     context_dir: str | None = None,
     on_crash: Callable[[RuleCrash], None] | None = None,
     gpus_available: int | None = None,
+    *,
+    parsed: Dockerfile | None = None,
 ) -> LintResult:
     """Lint one file's text: a compose or Kubernetes file by its name (see manifests), else a Dockerfile.
 
     A rule that raises is a bug in gpulint: without ``on_crash`` it raises :class:`RuleCrash`;
     with it, ``on_crash`` is told and the other rules' findings are still returned.
+    ``parsed``: a Dockerfile's text as parse_dockerfile already made it with the same path,
+    target and build arguments (the fix engine parses each text before it lints it).
     """
     config = config or Config()
     if is_manifest_path(path):
@@ -94,4 +99,6 @@ def lint(
             return lint_manifest(path, text, config, on_crash, gpus_available)
         except ManifestError as exc:
             raise InputError(str(exc)) from None
-    return lint_dockerfile(path, text, config, build_args, target, context_dir, on_crash, gpus_available)
+    return lint_dockerfile(
+        path, text, config, build_args, target, context_dir, on_crash, gpus_available, parsed=parsed
+    )

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import Config
-from .dockerfile import DockerfileError, parse_dockerfile
+from .dockerfile import Dockerfile, DockerfileError, parse_dockerfile
 from .finding import Edit, Finding, Fix, FixSafety
 
 if TYPE_CHECKING:
@@ -244,6 +244,15 @@ class _Settings:
     # need not lint again the text the last pass already linted (a full lint of a long file is costly)
     linted: dict[str, LintResult] = field(default_factory=dict)
     problems: dict[str, int | None] = field(default_factory=dict)  # text -> _parse_problems
+    # the last text _parse_problems parsed, for the lint of it that follows (when the lint's
+    # build arguments are the parse's: the config adds none)
+    parsed: dict[str, Dockerfile] = field(default_factory=dict)
+
+    def lint_args_same(self) -> bool:
+        """Does the lint parse with the arguments _parse_problems parses with?"""
+        config_args = self.config.build_args if self.config is not None else {}
+        merged = {**config_args, **(self.build_args or {})}
+        return merged == dict(self.build_args or {})
 
 
 _LINTED_KEPT = 4  # bounds the memory: each kept text is at most the input limit
@@ -256,7 +265,13 @@ def _lint(text: str, settings: _Settings) -> list[Finding]:
     if known is not None:
         return known.findings
     result = lint(
-        settings.path, text, settings.config, settings.build_args, settings.target, settings.context_dir
+        settings.path,
+        text,
+        settings.config,
+        settings.build_args,
+        settings.target,
+        settings.context_dir,
+        parsed=settings.parsed.pop(text, None),
     )
     if len(settings.linted) >= _LINTED_KEPT:
         settings.linted.pop(next(iter(settings.linted)))
@@ -269,11 +284,19 @@ def _parse_problems(text: str, settings: _Settings) -> int | None:
     next pass's old one, so the last few answers are kept (a long file's parse is not cheap)."""
     if text in settings.problems:
         return settings.problems[text]
-    try:
-        df = parse_dockerfile(text, settings.path, dict(settings.build_args or {}), settings.target)
-        found: int | None = len(df.problems)
-    except DockerfileError:
-        found = None
+    same = settings.lint_args_same()
+    known = settings.linted.get(text)
+    if same and known is not None and known.dockerfile is not None:
+        found: int | None = len(known.dockerfile.problems)  # the lint's own parse
+    else:
+        try:
+            df = parse_dockerfile(text, settings.path, dict(settings.build_args or {}), settings.target)
+            found = len(df.problems)
+            if same:
+                settings.parsed.clear()  # one kept: the text _verify lints next
+                settings.parsed[text] = df
+        except DockerfileError:
+            found = None
     if len(settings.problems) >= _LINTED_KEPT:
         settings.problems.pop(next(iter(settings.problems)))
     settings.problems[text] = found

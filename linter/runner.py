@@ -88,17 +88,25 @@ def lint_dockerfile(
     context_dir: str | None = None,
     on_crash: Callable[[RuleCrash], None] | None = None,
     gpus_available: int | None = None,
+    *,
+    parsed: Dockerfile | None = None,
 ) -> LintResult:
     """Lint one Dockerfile's text (whatever its name: :func:`gpulint.engine.lint` dispatches by it).
 
     A rule that raises is a bug in gpulint: without ``on_crash`` it raises :class:`RuleCrash`;
     with it, ``on_crash`` is told and the other rules' findings are still returned.
+    ``parsed``: this text as parse_dockerfile already made it with the same path, target and
+    build arguments (the fix engine parses each text before it lints it: a long file's parse is
+    not cheap).
     """
     config = config or Config()
     args = dict(config.build_args)
     args.update(build_args or {})
     try:
-        dockerfile = parse_dockerfile(text, path=path, build_args=args, target=target)
+        if parsed is not None:
+            dockerfile = parsed
+        else:
+            dockerfile = parse_dockerfile(text, path=path, build_args=args, target=target)
     except DockerfileError as exc:
         raise InputError(str(exc)) from None
     ctx = LintContext(
