@@ -621,20 +621,24 @@ def _word(
     node: Any, data: bytes, pos: Callable[[int, int], tuple[int, int]], scope: Mapping[str, str | None]
 ) -> Word:
     line, column = pos(node.start_point[0], node.start_point[1])
+    raw = _text(node, data)
     text = _unquote(node, data)
-    dynamic = _is_dynamic(node)
+    # every expansion or substitution node's text holds one of these: without them, no node
+    # below is one (walking a word's children is the costly part of the shell model)
+    dynamic = any(s in raw for s in _DYNAMIC_MARKS) and _is_dynamic(node)
     value = expand(text, scope).text if dynamic or "$" in text else text
     return Word(
         text=text,
-        raw=_text(node, data),
+        raw=raw,
         line=line,
         column=column,
-        quoted=node.type in ("string", "raw_string", "ansi_c_string")
-        or "'" in _text(node, data)
-        or '"' in _text(node, data),
+        quoted=node.type in ("string", "raw_string", "ansi_c_string") or "'" in raw or '"' in raw,
         dynamic=dynamic,
         value=value,
     )
+
+
+_DYNAMIC_MARKS = ("$", "`", "<(", ">(")
 
 
 def _split_fields(words: list[Word]) -> list[Word]:
