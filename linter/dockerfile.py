@@ -534,6 +534,8 @@ def _unquote(text: str) -> str:
 def _heredoc_markers(text: str) -> list[tuple[str, bool, bool]]:
     """``(name, strip_tabs, quoted)`` of each heredoc opened on an instruction line."""
     out: list[tuple[str, bool, bool]] = []
+    if "<<" not in text:  # the character walk below is the parser's costliest loop
+        return out
     i, n = 0, len(text)
     quote: str | None = None
     while i < n:

@@ -209,8 +209,11 @@ UV_NO_CACHE_FLAGS = ("--no-cache", "-n", "--no-cache-dir")
 UV_GLOBAL_VALUE_OPTIONS = frozenset(_OPTION_TABLES["uv"]["global_value"])
 
 
+_PIP_NAME_RE = lazy_re(r"^pip(\d(\.\d+)?)?$")
+
+
 def _is_pip(name: str) -> bool:
-    return re.match(r"^pip(\d(\.\d+)?)?$", name) is not None
+    return _PIP_NAME_RE.match(name) is not None
 
 
 def _split_options(

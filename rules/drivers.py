@@ -29,7 +29,12 @@ def is_driver_package(name: str) -> bool:
     table = data.load("packages")["driver_packages"]
     if name in table["exact"]:
         return True
-    return any(re.match(p, name) for p in table["patterns"])
+    return any(p.match(name) for p in _driver_patterns())
+
+
+@functools.cache
+def _driver_patterns() -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in data.load("packages")["driver_packages"]["patterns"])
 
 
 @register

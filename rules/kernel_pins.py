@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import urllib.parse
@@ -75,9 +76,11 @@ _GIT_CLONE_VALUE_OPTIONS = frozenset(
 )
 
 
-def kernel_names() -> tuple[set[str], tuple[str, ...]]:
+@functools.cache
+def kernel_names() -> tuple[frozenset[str], tuple[str, ...]]:
+    """The pip names and prefixes of kernel packages (built once: asked per package of every install)."""
     table = data.load("kernels")["pip"]
-    return set(table["names"]), tuple(table["prefixes"])
+    return frozenset(table["names"]), tuple(table["prefixes"])
 
 
 def is_kernel(name: str | None) -> bool:

@@ -616,12 +616,16 @@ def _first_pip_config_no_cache(ctx: LintContext, stage: Stage) -> Instruction | 
     return None
 
 
+_PYTHON_RE = lazy_re(r"^python[\d.]*$")
+_PIP_RE = lazy_re(r"^pip\d?(\.\d+)?$")
+
+
 def _pip_config_set(cmd: Command) -> list[str] | None:
     """``[key, value]`` of ``pip config set key value`` (also ``python -m pip``); None otherwise."""
     values = cmd.arg_values
-    if re.match(r"^python[\d.]*$", cmd.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
+    if _PYTHON_RE.match(cmd.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
         values = values[2:]
-    elif not re.match(r"^pip\d?(\.\d+)?$", cmd.name):
+    elif not _PIP_RE.match(cmd.name):
         return None
     words = [v for v in values if not v.startswith("-")]
     if len(words) >= 4 and words[:2] == ["config", "set"]:
