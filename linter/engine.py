@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from .config import Config
-from .dockerfile import Dockerfile
 from .discovery import is_manifest_path
+from .dockerfile import Dockerfile
 from .finding import Finding
 from .rule import enabled_rules, is_enabled, severity_override, specificity
 from .runner import (
