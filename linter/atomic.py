@@ -7,7 +7,6 @@ Shared by `gpulint`, `gpulint image` and `gpulint optimize` (their -o/--output f
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from .errors import UserError
@@ -17,6 +16,8 @@ def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and a rename: never a part of it."""
     directory = path.parent if str(path.parent) else Path(".")
     try:
+        import tempfile  # not at import: it brings shutil, random, bz2, lzma (~4 ms) to every lint
+
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise UserError(f"{path}: cannot write report ({exc.strerror or exc})") from None

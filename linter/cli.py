@@ -394,7 +394,7 @@ def _build_report(
     findings: list[Finding], linted: list[tuple[LintResult, Config]], base_config: Config
 ) -> Report:
     from .engine import MAX_FILE_BYTES, is_enabled
-    from .report import Report, RuleInfo, Sources
+    from .report import LazyRules, Report, RuleInfo, Sources
     from .rule import all_rules, rule_url
 
     results = [r for r, _ in linted]
@@ -420,19 +420,21 @@ def _build_report(
         findings=findings,
         files=[r.path for r in results],
         sources=sources,
-        rules=[
-            RuleInfo(
-                c.code,
-                c.slug,
-                c.severity,
-                c.summary,
-                c.docs,
-                c.fix_safety,
-                is_enabled(c, base_config),
-                rule_url(c.code),
-            )
-            for c in all_rules()
-        ],
+        rules=LazyRules(
+            lambda: [
+                RuleInfo(
+                    c.code,
+                    c.slug,
+                    c.severity,
+                    c.summary,
+                    c.docs,
+                    c.fix_safety,
+                    is_enabled(c, base_config),
+                    rule_url(c.code),
+                )
+                for c in all_rules()
+            ]
+        ),
         tool_version=__version__,
         facts={r.path: r.facts for r in results if r.facts},
         fail_on=fail_on,

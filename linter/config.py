@@ -264,9 +264,9 @@ def _check_rules(names: Sequence[str], source: str, key: str) -> None:
 
 def check_selection(config: Config, where: str) -> None:
     """A selection that enables no rule at all would pass every file: an error, not a silent pass."""
-    from .rule import enabled_rules
+    from .rule import is_enabled, rule_names
 
-    if not enabled_rules(config):
+    if not any(is_enabled(rule, config) for rule in rule_names()):
         raise ConfigError(
             f"{where}: the selection enables no rule "
             f"(select: {', '.join(config.select or ()) or 'nothing'}; "

@@ -30,7 +30,7 @@ from .discovery import MAX_MANIFEST_BYTES
 from .finding import Finding, Severity
 from .lazyre import lazy_re
 from .pragmas import _PRAGMA_RE, Pragma
-from .rule import Rule, enabled_rules, rule_url
+from .rule import MANIFEST_CHECKS, Rule, enabled_rules, rule_url
 from .runner import (
     InputError,
     LintResult,
@@ -1193,26 +1193,6 @@ def node_finding(
         help=redact_secrets(help if help is not None else rule.short_help()),
         url=rule_url(rule.code),
     )
-
-
-# Checks of Dockerfile rules that also judge manifests (GL103 for images, GL001/GL002):
-# code -> function(rule instance, ctx). Filled in by the rule modules.
-MANIFEST_CHECKS: dict[str, Callable[[Rule, ManifestContext], Iterator[Finding]]] = {}
-
-
-def manifest_check(
-    code: str,
-) -> Callable[
-    [Callable[[Rule, ManifestContext], Iterator[Finding]]],
-    Callable[[Rule, ManifestContext], Iterator[Finding]],
-]:
-    def register(
-        func: Callable[[Rule, ManifestContext], Iterator[Finding]],
-    ) -> Callable[[Rule, ManifestContext], Iterator[Finding]]:
-        MANIFEST_CHECKS[code] = func
-        return func
-
-    return register
 
 
 # -- the lint run --------------------------------------------------------------------------

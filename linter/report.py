@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import overload
 
 from .finding import Edit, Finding, Fix, FixSafety, Severity
 
@@ -21,6 +22,32 @@ class RuleInfo:
 
     def doc_text(self) -> str:
         return self.docs() if callable(self.docs) else self.docs
+
+
+class LazyRules(Sequence[RuleInfo]):
+    """The rules' table, made by ``make`` on first use: only SARIF and HTML read it, and making it
+    imports every rule family (the compose/Kubernetes rules too, which a Dockerfile lint needs not)."""
+
+    def __init__(self, make: Callable[[], list[RuleInfo]]) -> None:
+        self._make: Callable[[], list[RuleInfo]] | None = make
+        self._items: list[RuleInfo] = []
+
+    def _list(self) -> list[RuleInfo]:
+        if self._make is not None:
+            self._items, self._make = self._make(), None
+        return self._items
+
+    @overload
+    def __getitem__(self, index: int) -> RuleInfo: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RuleInfo]: ...
+
+    def __getitem__(self, index: int | slice) -> RuleInfo | Sequence[RuleInfo]:
+        return self._list()[index]
+
+    def __len__(self) -> int:
+        return len(self._list())
 
 
 class Sources(MutableMapping[str, str]):
@@ -77,7 +104,7 @@ class Report:
     files: list[str] = field(default_factory=list)
     # path -> full text, for code frames (a Sources makes each on first use)
     sources: Mapping[str, str] = field(default_factory=dict)
-    rules: list[RuleInfo] = field(default_factory=list)
+    rules: Sequence[RuleInfo] = field(default_factory=list)
     tool_version: str = ""
     # path -> fact name -> one line (e.g. "driver": what the shipped image needs); see Rule.facts
     facts: dict[str, dict[str, str]] = field(default_factory=dict)

@@ -7,8 +7,8 @@ import importlib
 import pkgutil
 import re
 import textwrap
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, ClassVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from .finding import Edit, Finding, Fix, FixSafety, Severity
 
@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .config import Config
     from .context import LintContext
     from .dockerfile import Instruction
+    from .manifests import ManifestContext
 
 
 class Rule:
@@ -193,8 +194,34 @@ def make_fix(description: str, safety: FixSafety, *edits: Edit) -> Fix:
     return Fix(description=description, safety=safety, edits=tuple(edits))
 
 
+# Checks of Dockerfile rules that also judge manifests (GL103 for images, GL001/GL002):
+# code -> function(rule instance, ctx). Filled in by the rule modules; kept here, not in
+# gpulint.manifests, so that a Dockerfile rule module registers one without importing the
+# manifest model.
+ManifestCheck = Callable[[Rule, "ManifestContext"], Iterator[Finding]]
+MANIFEST_CHECKS: dict[str, ManifestCheck] = {}
+
+
+def manifest_check(code: str) -> Callable[[ManifestCheck], ManifestCheck]:
+    def register(func: ManifestCheck) -> ManifestCheck:
+        MANIFEST_CHECKS[code] = func
+        return func
+
+    return register
+
+
 _REGISTRY: dict[str, type[Rule]] = {}
 _LOADED = False
+_DOCKERFILE_LOADED = False
+
+
+class RuleName(NamedTuple):
+    """What selectors and pragmas see of a rule: enough to tell whether a name is one and is on,
+    without importing the rule's module."""
+
+    code: str
+    slug: str
+    enabled_by_default: bool
 
 
 def register(cls: type[Rule]) -> type[Rule]:
@@ -208,28 +235,68 @@ def register(cls: type[Rule]) -> type[Rule]:
     return cls
 
 
+def _rule_modules() -> list[str]:
+    package = importlib.import_module("gpulint.rules")
+    return [info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")]
+
+
 def all_rules() -> list[type[Rule]]:
     """Every registered rule, sorted by code (imports gpulint.rules once)."""
     global _LOADED
     if not _LOADED:
-        package = importlib.import_module("gpulint.rules")
-        for info in pkgutil.iter_modules(package.__path__):
-            if not info.name.startswith("_"):
-                importlib.import_module(f"gpulint.rules.{info.name}")
+        for name in _rule_modules():
+            importlib.import_module(f"gpulint.rules.{name}")
         _LOADED = True
     return [_REGISTRY[code] for code in sorted(_REGISTRY)]
 
 
+# The rule modules (in gpulint.rules) whose rules judge only compose/Kubernetes files, which a
+# Dockerfile lint does not import, with what it still needs to know of their rules - to tell a
+# pragma or selector naming one from a typo, and whether it is on: (code, slug, enabled by
+# default). tests/test_import_budget.py checks these against the rule classes.
+MANIFEST_ONLY: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "compose": (
+        ("GL701", "gpu-service-without-reservation", True),
+        ("GL702", "legacy-nvidia-runtime", True),
+        ("GL703", "invalid-gpu-reservation", True),
+        ("GL704", "weights-not-on-volume", True),
+        ("GL705", "k8s-gpu-limit", True),
+    ),
+}
+
+
+def dockerfile_rules() -> list[type[Rule]]:
+    """The rules that can judge a Dockerfile, sorted by code: all but the compose/Kubernetes-only
+    families, whose modules (and the manifest model) a Dockerfile lint does not import."""
+    global _DOCKERFILE_LOADED
+    if not _DOCKERFILE_LOADED:
+        for name in _rule_modules():
+            if name not in MANIFEST_ONLY:
+                importlib.import_module(f"gpulint.rules.{name}")
+        _DOCKERFILE_LOADED = True
+    skip = {code for names in MANIFEST_ONLY.values() for code, _slug, _on in names}
+    return [_REGISTRY[code] for code in sorted(_REGISTRY) if code not in skip]
+
+
+def rule_names() -> list[RuleName]:
+    """Every rule's code, slug and default, sorted by code, importing only the Dockerfile rules."""
+    names = [RuleName(c.code, c.slug, c.enabled_by_default) for c in dockerfile_rules()]
+    names += [RuleName(*entry) for entries in MANIFEST_ONLY.values() for entry in entries]
+    return sorted(names)
+
+
 def find_rule(name: str) -> type[Rule] | None:
-    """A rule by code (case-insensitive) or slug."""
+    """A rule by code (case-insensitive) or slug (imports a compose/Kubernetes rule's module only
+    when the name is not a Dockerfile rule's)."""
     key = name.strip()
-    for cls in all_rules():
-        if cls.code.lower() == key.lower() or cls.slug == key.lower():
-            return cls
+    for rules in (dockerfile_rules, all_rules):
+        for cls in rules():
+            if cls.code.lower() == key.lower() or cls.slug == key.lower():
+                return cls
     return None
 
 
-def matches(cls: type[Rule], selector: str) -> bool:
+def matches(cls: type[Rule] | RuleName, selector: str) -> bool:
     """True if a select/ignore entry (code, code prefix, slug or ALL) names this rule."""
     sel = selector.strip()
     if not sel:
@@ -242,7 +309,7 @@ def matches(cls: type[Rule], selector: str) -> bool:
 
 
 def selector_known(selector: str) -> bool:
-    return any(matches(cls, selector) for cls in all_rules())
+    return any(matches(name, selector) for name in rule_names())
 
 
 def unknown_selector(selector: str) -> str | None:
@@ -254,9 +321,9 @@ def unknown_selector(selector: str) -> str | None:
         return None
     import difflib
 
-    rules = all_rules()
+    rules = rule_names()
     key = selector.strip()
-    names = [cls.code for cls in rules] + [cls.slug for cls in rules]
+    names = [rule.code for rule in rules] + [rule.slug for rule in rules]
     folded = {name.lower(): name for name in names}
     close = difflib.get_close_matches(key.lower(), list(folded), n=1, cutoff=0.6)
     hint = f" (did you mean {folded[close[0]]!r}?)" if close else " (see `gpulint rules`)"
@@ -285,7 +352,7 @@ def specificity(code: str, slug: str, selector: str) -> int | None:
     return None
 
 
-def is_enabled(cls: type[Rule], config: Config) -> bool:
+def is_enabled(cls: type[Rule] | RuleName, config: Config) -> bool:
     enabled = cls.enabled_by_default if config.select is None else False
     best = -1
     layers: tuple[tuple[tuple[str, ...], bool], ...] = (
@@ -314,5 +381,7 @@ def severity_override(code: str, slug: str, overrides: Mapping[str, Severity]) -
     return best[1] if best else None
 
 
-def enabled_rules(config: Config) -> list[type[Rule]]:
-    return [cls for cls in all_rules() if is_enabled(cls, config)]
+def enabled_rules(config: Config, manifest: bool = True) -> list[type[Rule]]:
+    """The rules the config turns on; ``manifest=False``: only those that can judge a Dockerfile
+    (the compose/Kubernetes-only families stay unimported)."""
+    return [cls for cls in (all_rules() if manifest else dockerfile_rules()) if is_enabled(cls, config)]

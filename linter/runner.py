@@ -20,10 +20,11 @@ from .dockerfile import Dockerfile, DockerfileError, decode, parse_dockerfile
 from .finding import Finding
 from .pragmas import Pragma, parse_pragmas
 from .rule import (
-    all_rules,
+    dockerfile_rules,
     enabled_rules,
     find_rule,
     is_enabled,
+    rule_names,
     selector_known,
     severity_override,
     specificity,
@@ -118,7 +119,7 @@ def lint_dockerfile(
     pragmas = parse_pragmas(dockerfile)
     ctx.pragmas = pragmas
     findings: list[Finding] = []
-    for cls in enabled_rules(config):
+    for cls in enabled_rules(config, manifest=False):
         try:
             produced = list(cls().check(ctx))
         except Exception as exc:
@@ -132,7 +133,7 @@ def lint_dockerfile(
     findings = apply_config(apply_pragmas(findings, pragmas, path, config), config)
     findings.sort(key=Finding.sort_key)
     facts: dict[str, str] = {}
-    for cls in all_rules():
+    for cls in dockerfile_rules():
         try:
             facts.update(cls.facts(ctx))
         except Exception as exc:  # a fact is never worth losing the findings for
@@ -202,11 +203,11 @@ def apply_pragmas(findings: list[Finding], pragmas: list[Pragma], path: str, con
             kept.append(f)
     unused_cls = find_rule("GL003")
     if unused_cls is not None and is_enabled(unused_cls, config):
-        enabled = enabled_rules(config)
+        enabled = [rule for rule in rule_names() if is_enabled(rule, config)]
         for pragma in pragmas:
             for name in pragma.names:
                 # a pragma for a rule that did not run could not have suppressed anything
-                ran = any(_names(name, Finding(c.code, c.slug, c.severity, "", path, 1)) for c in enabled)
+                ran = any(specificity(c.code, c.slug, name) is not None for c in enabled)
                 if name not in pragma.used and selector_known(name) and ran:
                     kept.append(
                         unused_cls().finding_at(

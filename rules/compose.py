@@ -19,12 +19,11 @@ from gpulint.manifests import (
     Node,
     Service,
     covered,
-    manifest_check,
     mount_targets,
     node_finding,
 )
 from gpulint.pragmas import _PRAGMA_RE
-from gpulint.rule import Rule, register, selector_known
+from gpulint.rule import Rule, manifest_check, register, selector_known
 
 # -- facts ---------------------------------------------------------------------------------
 

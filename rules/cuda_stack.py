@@ -32,12 +32,12 @@ from gpulint.frameworks import (
 from gpulint.gpubase import BaseInfo
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
-from gpulint.manifests import ManifestContext, manifest_check
-from gpulint.rule import Rule, register
+from gpulint.rule import Rule, manifest_check, register
 from gpulint.shell import Command, Word
 from gpulint.uvproject import parse_uv_sync, pinned_index
 
 if TYPE_CHECKING:
+    from gpulint.manifests import ManifestContext
     from gpulint.rules.kernel_pins import Located
 
 _TOOLKIT_PACKAGE_RE = lazy_re(

@@ -14,13 +14,13 @@ from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.lazyre import lazy_re
-from gpulint.manifests import ManifestContext, Node, manifest_check, node_finding
-from gpulint.rule import Rule, register
+from gpulint.rule import Rule, manifest_check, register
 from gpulint.secrets import is_secret_name, literal_secrets
 from gpulint.shell import Command
 
 if TYPE_CHECKING:
     from gpulint.contextfiles import CopiedFile
+    from gpulint.manifests import ManifestContext, Node
 
 
 @register
@@ -120,6 +120,8 @@ def _literal_credentials(node: Node | None) -> Iterator[tuple[str, Node]]:
 @manifest_check("GL601")
 def _manifest_credentials(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
     """Credentials written into a compose service's environment or a Kubernetes container's env."""
+    from gpulint.manifests import node_finding
+
     seen: set[int] = set()
     for service in ctx.services:
         for mapping, _base in service.chain:

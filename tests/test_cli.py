@@ -635,7 +635,7 @@ def test_a_crashing_rule_is_one_error_line_and_the_other_findings_stay(
             raise KeyError("boom")
 
     real = runner.enabled_rules  # the rule loop (gpulint.runner) asks it which rules run
-    monkeypatch.setattr(runner, "enabled_rules", lambda config: [*real(config), Crashes])
+    monkeypatch.setattr(runner, "enabled_rules", lambda config, **kw: [*real(config, **kw), Crashes])
     code, out, err = run_main(["--select", "GL101", str(BAD_EXAMPLE)], capsys)
     assert code == 2
     assert ":3:1: GL101" in out
