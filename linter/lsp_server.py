@@ -26,8 +26,8 @@ from pygls.uris import to_fs_path, uri_scheme
 
 from . import __version__
 from .config import CONFIG_NAMES, Config, ConfigError, find_config, load_config
-from .discovery import is_compose_name, is_dockerfile_name, is_manifest_path, linted_root
-from .engine import InputError, LintResult, lint
+from .discovery import MAX_MANIFEST_BYTES, is_compose_name, is_dockerfile_name, is_manifest_path, linted_root
+from .engine import MAX_FILE_BYTES, InputError, LintResult, lint
 from .finding import Edit, Finding, FixSafety, Severity
 from .fixes import FixError, apply_edits, edit_spans, fix_text
 from .rule import find_rule
@@ -142,6 +142,16 @@ def lint_document(uri: str, path: str, text: str, root: Path) -> Linted:
         linted.config = config_for(path, root)
     except ConfigError as exc:
         linted.error = _one_line(str(exc))
+        return linted
+
+    # the limits `gpulint FILE` reads at (engine.read_source): an editor's buffer is input too
+    manifest = is_manifest_path(path)
+    limit = MAX_MANIFEST_BYTES if manifest else MAX_FILE_BYTES
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        if not manifest or is_compose_name(os.path.basename(path)):
+            what = "a compose/Kubernetes file" if manifest else "a Dockerfile"
+            linted.error = f"too large to be {what} ({size} bytes; limit {limit}): not linted"
         return linted
 
     def on_crash(crash: Exception) -> None:

@@ -338,3 +338,17 @@ def test_config_secrets_compose_and_other_yaml(tmp_path: Path) -> None:
         if client.proc.poll() is None:
             client.proc.kill()
         client.proc.wait(timeout=TIMEOUT)
+
+
+def test_an_editor_buffer_over_the_file_limits_is_not_linted(tmp_path: Path) -> None:
+    from gpulint.discovery import MAX_MANIFEST_BYTES
+    from gpulint.engine import MAX_FILE_BYTES
+    from gpulint.lsp_server import lint_document
+
+    big = "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n" + "# x\n" * (MAX_FILE_BYTES // 4)
+    linted = lint_document("file:///d", str(tmp_path / "Dockerfile"), big, tmp_path)
+    assert linted.findings == [] and linted.error is not None and "too large" in linted.error
+    yaml = "a: b\n" * (MAX_MANIFEST_BYTES // 5 + 1)
+    assert lint_document("file:///c", str(tmp_path / "compose.yaml"), yaml, tmp_path).error is not None
+    other = lint_document("file:///k", str(tmp_path / "values.yaml"), yaml, tmp_path)
+    assert other.error is None and other.findings == []  # any YAML: silent
