@@ -351,6 +351,22 @@ def main() -> None:
             args.runs,
         )
     )
+    # start-up: what a one-file lint costs above the interpreter and click (which every run
+    # imports); hadolint only from this venv (make bench installs it), never one found elsewhere
+    python = sys.executable
+    bench_hadolint = BIN / "hadolint"
+    results.append(
+        compare(
+            "start-up: one GPU Dockerfile vs the interpreter and click",
+            {
+                "gpulint": [gpulint, "--no-config", "--format", "plain", example],
+                "python -c pass": [python, "-c", "pass"],
+                "python -c 'import click'": [python, "-c", "import click"],
+                "hadolint": [str(bench_hadolint), example] if bench_hadolint.exists() else None,
+            },
+            max(args.runs, 20),
+        )
+    )
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for count in (200, 2000):
