@@ -38,7 +38,6 @@ from gpulint.uvproject import parse_uv_sync, pinned_index
 
 if TYPE_CHECKING:
     from gpulint.manifests import ManifestContext
-    from gpulint.rules.kernel_pins import Located
 
 _TOOLKIT_PACKAGE_RE = lazy_re(
     r"^(cuda-toolkit(-\d+(-\d+)?)?|cuda-nvcc(-\d+-\d+)?|cuda-minimal-build(-\d+-\d+)?|cuda-compiler(-\d+-\d+)?"
@@ -1500,7 +1499,7 @@ class FrameworkReinstalledOverBase(Rule):
         """An unpinned install of a package whose newest release needs a newer framework than the one
         pinned before it (accelerate after torch 1.12, jax after jaxlib 0.1.73): pip moves the framework
         up, under everything installed or built against the old one."""
-        from gpulint.rules.kernel_pins import image_python, pip_specs
+        from gpulint.rules.kernel_pins import image_python, install_groups, pip_specs
 
         floors: dict[str, dict[str, dict[str, str]]] = data.load("dependents")["framework_floors"]
         python = image_python(ctx, stage)
@@ -1512,7 +1511,7 @@ class FrameworkReinstalledOverBase(Rule):
         fresh_base = base is not None and base.family in ("nvidia-cuda", "pytorch", "plain")
         own = {id(item) for item in pip_specs(ctx, stage)}
         seen: set[str] = set()  # packages an earlier install named: without -U pip keeps them
-        for group in _install_groups(ctx, stage):
+        for group in install_groups(ctx, stage):
             install = group[0].install
             names = {item.spec.name for item in group}
             upgrade = install.has("-U", "--upgrade", "--force-reinstall")
@@ -1641,20 +1640,6 @@ class FrameworkReinstalledOverBase(Rule):
                     line=spec.word.line,
                     column=spec.word.column,
                 )
-
-
-def _install_groups(ctx: LintContext, stage: Stage) -> list[list[Located]]:
-    """The pip specs of ``stage``'s FROM chain, grouped by the install that names them, in order."""
-    from gpulint.rules.kernel_pins import pip_specs
-
-    groups: list[list[Located]] = []
-    for s in reversed(stage.chain()):
-        for item in pip_specs(ctx, s):
-            if groups and groups[-1][0].install is item.install:
-                groups[-1].append(item)
-            else:
-                groups.append([item])
-    return groups
 
 
 def _takes_newest(spec: PackageSpec) -> bool:

@@ -167,6 +167,18 @@ def _read_small_text(path: str) -> str:
     return ""
 
 
+def install_groups(ctx: LintContext, stage: Stage) -> list[list[Located]]:
+    """The pip specs of ``stage``'s FROM chain, grouped by the install that names them, in order."""
+    groups: list[list[Located]] = []
+    for s in reversed(stage.chain()):
+        for item in pip_specs(ctx, s):
+            if groups and groups[-1][0].install is item.install:
+                groups[-1].append(item)
+            else:
+                groups.append([item])
+    return groups
+
+
 def pip_specs(ctx: LintContext, stage: Stage) -> list[Located]:
     """Every pip spec a stage installs, requirements files included, in order (memoised, so that
     the same spec is the same object for every rule)."""
@@ -1000,14 +1012,7 @@ class IncompatibleCompanions(Rule):
             now, how = base.framework_version, f"torch {base.framework_version} of the base image"
         own = {id(item) for item in pip_specs(ctx, stage)}
         pending: list[tuple[Located, str]] = []
-        groups: list[list[Located]] = []
-        for s in reversed(stage.chain()):
-            for item in pip_specs(ctx, s):
-                if groups and groups[-1][0].install is item.install:
-                    groups[-1].append(item)
-                else:
-                    groups.append([item])
-        for group in groups:
+        for group in install_groups(ctx, stage):
             install = group[0].install
             torches = [i for i in group if i.spec.name == "torch"]
             if torches:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import dockerfile as buildkit
 import pytest
-from gpulint.cli import main
 from gpulint.config import Config
 from gpulint.optimize import Refused, optimize
 from gpulint.slimming import slim
+from test_optimize import _main
 
 INPLACE = Path(__file__).resolve().parents[1] / "fixtures" / "optimize" / "inplace"
 CASES = sorted(p.name for p in INPLACE.iterdir() if (p / "Dockerfile").is_file())
@@ -91,14 +91,6 @@ def test_header_is_redacted() -> None:
     text = _slim(source)[0]
     header = text.split("\nFROM ", 1)[0]
     assert token not in header and "example.com" in header
-
-
-def _main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out, err = capsys.readouterr()
-    assert isinstance(exc.value.code, int)
-    return exc.value.code, out, err
 
 
 def test_command_slims_in_place_when_it_cannot_split(
