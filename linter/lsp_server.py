@@ -30,6 +30,7 @@ from .discovery import MAX_MANIFEST_BYTES, is_compose_name, is_dockerfile_name, 
 from .engine import MAX_FILE_BYTES, InputError, LintResult, lint
 from .finding import Edit, Finding, FixSafety, Severity
 from .fixes import FixError, apply_edits, edit_spans, fix_text
+from .lsp_hover import describe_base, rule_at, stage_at
 from .rule import find_rule
 from .secrets import redact_finding, redact_secrets
 
@@ -100,6 +101,17 @@ class Positions:
     def line_start(self, offset: int) -> int:
         """The start of the LSP line that holds ``offset``."""
         return self.lsp_starts[bisect.bisect_right(self.lsp_starts, offset) - 1]
+
+    def line_at(self, offset: int) -> tuple[int, str]:
+        """The LSP line that holds ``offset``: its start, and its text without the line break."""
+        index = bisect.bisect_right(self.lsp_starts, offset) - 1
+        start = self.lsp_starts[index]
+        end = self.lsp_starts[index + 1] if index + 1 < len(self.lsp_starts) else len(self.text)
+        return start, self.text[start:end].rstrip("\r\n")
+
+    def gl_line(self, offset: int) -> int:
+        """gpulint's 1-based line that holds ``offset``."""
+        return max(1, bisect.bisect_right(self.gl_starts, offset))
 
     def next_line_start(self, offset: int) -> int:
         """The first LSP line start at or after ``offset`` (the end of the text if none)."""
@@ -393,13 +405,27 @@ class GpulintServer(LanguageServer):
         )
 
     def hover(self, params: types.HoverParams) -> types.Hover | None:
+        """A rule code under the cursor: its documentation. Else what gpulint knows about the base of
+        a ``FROM`` line, and the documentation of the findings whose range holds the cursor."""
         linted = self.current(params.text_document.uri)
         if linted is None:
             return None
         pos = self.positions(linted.text)
         at = pos.to_offset(params.position)
+        line_start, line = pos.line_at(at)
+        named = rule_at(line, at - line_start)
+        if named is not None:
+            start, end, docs = named
+            return _hover(docs, pos.range(line_start + start, line_start + end))
         parts: list[str] = []
         spans: list[tuple[int, int]] = []
+        df = linted.result.dockerfile if linted.result is not None else None
+        if df is not None and not is_manifest_path(linted.path):
+            stage = stage_at(df, pos.gl_line(at))
+            if stage is not None:
+                instr = stage.from_instruction
+                spans.append((pos.offset(instr.line, 1), pos.line_end(instr.end_line)))
+                parts.append(describe_base(stage))
         for finding in linted.findings:
             start, end = finding_span(finding, pos)
             if not start <= at <= end:
@@ -411,10 +437,15 @@ class GpulintServer(LanguageServer):
             parts.append(f"**{finding.code}** {finding.message}\n\n{docs}{link}")
         if not parts:
             return None
-        return types.Hover(
-            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(parts)),
-            range=pos.range(min(s for s, _ in spans), max(e for _, e in spans)),
+        return _hover(
+            "\n\n---\n\n".join(parts), pos.range(min(s for s, _ in spans), max(e for _, e in spans))
         )
+
+
+def _hover(markdown: str, where: types.Range) -> types.Hover:
+    return types.Hover(
+        contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=markdown), range=where
+    )
 
 
 def _kind_in(kind: str, wanted: str) -> bool:

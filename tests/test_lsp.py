@@ -13,6 +13,7 @@ from typing import IO, Any
 
 import pytest
 from gpulint.lsp_server import Positions
+from gpulint.requirecuda import driver_needed
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "fixtures" / "examples" / "llm-server.Dockerfile"
@@ -151,6 +152,19 @@ def test_diagnostics_change_fix_all_and_shutdown(workspace: Path) -> None:
         )
         assert hover is not None and "GL502" in hover["contents"]["value"]
         assert "## Why is this bad?" in hover["contents"]["value"]
+
+        # the hover over the ARG-substituted FROM (line 3): the base as the file's ARG defaults make it
+        base = client.request(
+            "textDocument/hover", {"textDocument": {"uri": uri}, "position": {"line": 2, "character": 6}}
+        )
+        shown = base["contents"]["value"]
+        assert "`nvidia/cuda:12.4.1-cudnn-devel-ubuntu22.04`" in shown
+        assert "`nvidia/cuda:${CUDA_VERSION}-cudnn-devel-ubuntu22.04` with the file's `ARG` defaults" in shown
+        assert "- CUDA 12.4.1\n" in shown and "- flavour: devel " in shown and "- OS: ubuntu22.04\n" in shown
+        assert f"- NVIDIA driver: >= {driver_needed('12.4.1')} " in shown
+        assert "- end of life: not on NVIDIA's end-of-life list (as of " in shown
+        assert "**GL101**" in shown  # and the finding on the FROM line, below the base
+        assert base["range"]["start"] == {"line": 2, "character": 0}
 
         # fix GL503 by hand (pip's cache): that finding goes away, the others stay
         changed = text.replace("RUN pip install torch", "RUN pip install --no-cache-dir torch")
@@ -352,3 +366,68 @@ def test_an_editor_buffer_over_the_file_limits_is_not_linted(tmp_path: Path) -> 
     assert lint_document("file:///c", str(tmp_path / "compose.yaml"), yaml, tmp_path).error is not None
     other = lint_document("file:///k", str(tmp_path / "values.yaml"), yaml, tmp_path)
     assert other.error is None and other.findings == []  # any YAML: silent
+
+
+def test_hover_rule_codes_and_bases(tmp_path: Path) -> None:
+    folder = tmp_path / "bases"
+    folder.mkdir()
+    dockerfile = folder / "Dockerfile"
+    dockerfile.write_text(
+        "ARG BASE\n"
+        "# gpulint: ignore=GL502,apt-lists-not-removed -- see GL999\n"
+        "FROM nvidia/cuda:12.4.0-runtime-ubuntu22.04 AS gpu\n"
+        "FROM python:3.12-slim\n"
+        "FROM ${BASE}\n"
+        "FROM gpu AS again\n"
+    )
+    uri = dockerfile.as_uri()
+    client = _start(folder)
+
+    def hover(line: int, character: int) -> Any:
+        return client.request(
+            "textDocument/hover",
+            {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}},
+        )
+
+    try:
+        client.notify(
+            "textDocument/didOpen",
+            {
+                "textDocument": {
+                    "uri": uri,
+                    "languageId": "dockerfile",
+                    "version": 1,
+                    "text": dockerfile.read_text(),
+                }
+            },
+        )
+        client.diagnostics(uri, 1)
+        # a rule code, and a slug in a pragma: the rule's documentation, the word's range
+        for character in (18, 30):
+            named = hover(1, character)
+            assert named["contents"]["value"].startswith("GL502 apt-lists-not-removed (")
+            assert "## Why is this bad?" in named["contents"]["value"]
+            assert named["contents"]["value"].endswith(
+                "(https://github.com/gpulint/gpulint/blob/main/docs/rules/GL502.md)"
+            )
+        assert hover(1, 18)["range"] == {
+            "start": {"line": 1, "character": 18},
+            "end": {"line": 1, "character": 23},
+        }
+        assert hover(1, 55) is None  # GL999 is no rule
+        assert hover(1, 5) is None  # "gpulint" is neither code nor slug
+
+        eol = hover(2, 20)["contents"]["value"]
+        assert "- CUDA 12.4.0\n" in eol and "- flavour: runtime " in eol and "- cuDNN: none\n" in eol
+        assert "on NVIDIA's end-of-life list" in eol and "the newest 12.4 release is 12.4.1" in eol
+        plain = hover(3, 8)["contents"]["value"]
+        assert "`python:3.12-slim`" in plain and "not a CUDA image" in plain and "CUDA 1" not in plain
+        unknown = hover(4, 6)["contents"]["value"]
+        assert "build arguments with no default (`BASE`)" in unknown
+        again = hover(5, 6)["contents"]["value"]
+        assert again.startswith("Stage `again` builds on stage `gpu`") and "- CUDA 12.4.0\n" in again
+        assert client.close() == 0
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+        client.proc.wait(timeout=TIMEOUT)
