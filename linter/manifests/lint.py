@@ -1,0 +1,171 @@
+"""The rule base for manifests, and the lint run of one compose or Kubernetes file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from ..config import Config
+from ..finding import Finding, Severity
+from ..rule import MANIFEST_CHECKS, Rule, enabled_rules, rule_url
+from ..runner import (
+    LintResult,
+    RuleCrash,
+    apply_config,
+    apply_pragmas,
+)
+from .compose import ComposeLoader, default_override
+from .context import ManifestContext
+from .interpolate import Interpolator, read_dotenv
+from .kubernetes import is_kubernetes, k8s_containers
+from .redact import redact_yaml
+from .yamlmodel import ManifestError, Node, parse_yaml
+
+if TYPE_CHECKING:
+    from ..context import LintContext
+
+
+class ManifestRule(Rule):
+    """A rule that judges compose/Kubernetes files: it implements :meth:`check_manifest`."""
+
+    kinds: ClassVar[frozenset[str]] = frozenset({"compose", "kubernetes"})
+
+    def check(self, ctx: LintContext) -> Iterator[Finding]:
+        return iter(())  # nothing to say about a Dockerfile
+
+    def check_manifest(self, ctx: ManifestContext) -> Iterator[Finding]:
+        raise NotImplementedError
+
+    @classmethod
+    def docs(cls) -> str:
+        return super().docs().replace("```dockerfile", "```yaml")
+
+    def at(
+        self,
+        node: Node,
+        message: str,
+        *,
+        severity: Severity | None = None,
+        help: str | None = None,
+    ) -> Finding:
+        return node_finding(self, node, message, severity=severity, help=help)
+
+
+def node_finding(
+    rule: Rule | type[Rule],
+    node: Node,
+    message: str,
+    *,
+    severity: Severity | None = None,
+    help: str | None = None,
+) -> Finding:
+    """A finding at a YAML node: its first character to its last (single-line nodes)."""
+    from ..secrets import redact_secrets
+
+    end_column = node.end_column if node.end_line == node.line and node.end_column < (1 << 29) else None
+    return Finding(
+        code=rule.code,
+        slug=rule.slug,
+        severity=severity or rule.severity,
+        message=redact_secrets(message),
+        path=node.path,
+        line=node.line,
+        column=node.column,
+        end_line=node.end_line if end_column is not None else node.line,
+        end_column=end_column,
+        help=redact_secrets(help if help is not None else rule.short_help()),
+        url=rule_url(rule.code),
+    )
+
+
+# -- the lint run --------------------------------------------------------------------------
+
+
+def lint_manifest(
+    path: str,
+    text: str,
+    config: Config,
+    on_crash: Callable[[RuleCrash], None] | None = None,
+    gpus_available: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> LintResult:
+    """Lint a compose or Kubernetes file (and the Dockerfiles its services build)."""
+    from ..discovery import is_compose_name
+
+    env = dict(os.environ if environ is None else environ)
+    base = Path(os.path.dirname(path) or ".")
+    interpolate = Interpolator(env, read_dotenv(base / ".env", env))
+    compose_named = is_compose_name(os.path.basename(path))
+    # Kubernetes has no ${VAR} interpolation: read other names plainly first, to tell which it is
+    yfile = parse_yaml(path, text, interpolate if compose_named else None)
+    if not compose_named and is_kubernetes(yfile.documents):
+        kind = "kubernetes"
+    elif (
+        compose_named
+        or any(d.is_map and ("services" in d.pairs or "include" in d.pairs) for d in yfile.documents)
+        or not yfile.documents
+    ):
+        kind = "compose"
+        if not compose_named:
+            yfile = parse_yaml(path, text, interpolate)
+    else:
+        raise ManifestError(
+            f"{path}: neither a compose file (no `services:`) nor a Kubernetes manifest (no `apiVersion`/`kind`)"
+        )
+    ctx = ManifestContext(path=path, kind=kind, config=config, gpus_available=gpus_available)
+    ctx.files[path] = yfile
+    if kind == "kubernetes":
+        ctx.containers = k8s_containers(yfile.documents)
+    else:
+        loader = ComposeLoader(ctx, env, on_crash)
+        ctx.services = loader.project(yfile, base, interpolate)
+        override_file = default_override(path)
+        if override_file is not None:
+            loader.merge_override(ctx.services, override_file, base, interpolate)
+        for service in ctx.services:
+            service.build = loader.build(service)
+
+    findings: list[Finding] = []
+    for cls in enabled_rules(config):
+        rule = cls()
+        try:
+            if isinstance(rule, ManifestRule):
+                if kind not in rule.kinds:
+                    continue
+                produced = list(rule.check_manifest(ctx))
+            elif cls.code in MANIFEST_CHECKS:
+                produced = list(MANIFEST_CHECKS[cls.code](rule, ctx))
+            else:
+                continue
+        except Exception as exc:
+            crash = RuleCrash(cls.code, path, exc)
+            if on_crash is None:
+                raise crash from exc
+            crash.__cause__ = exc
+            on_crash(crash)
+            continue
+        findings.extend(produced)
+    findings = _unique(findings)
+    for yaml_path, other in ctx.files.items():
+        findings = apply_pragmas(findings, other.pragmas, yaml_path, config)
+    findings = apply_config(findings, config)
+    extra: dict[str, str] = {p: redact_yaml(f) for p, f in ctx.files.items()}
+    for result in ctx.dockerfile_results:
+        findings.extend(result.findings)
+        extra.update(result.extra_sources)
+    findings.sort(key=Finding.sort_key)
+    return LintResult(path=path, findings=findings, text=text, extra_sources=extra)
+
+
+def _unique(findings: list[Finding]) -> list[Finding]:
+    """One finding per place, rule and message (nodes shared through aliases/extends repeat)."""
+    seen: set[tuple[str, int, int, str, str]] = set()
+    out = []
+    for f in findings:
+        key = (f.path, f.line, f.column, f.code, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
