@@ -26,6 +26,8 @@ _TOKEN_RE = re.compile(r"^(GL\d{3})@(?:(?P<file>[^:@\s]+):)?(?P<line>\d+)$")
 
 Location = tuple[str, str, int]  # (code, file relative to the fixture's folder or "", line)
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
 
 @dataclass
 class Expectation:
@@ -90,3 +92,38 @@ def locations(findings: Iterable[Finding], fixture: Path) -> list[Location]:
 
 def render(found: list[Location]) -> str:
     return " ".join(f"{c}@{file + ':' if file else ''}{line}" for c, file, line in found)
+
+
+def _repo_relative(text: str) -> str:
+    """``text`` with the checkout's absolute path (and a relative one from another working
+    directory) cut to paths from the repository root, so that snapshots read the same anywhere."""
+    text = text.replace(str(REPO_ROOT) + os.sep, "")
+    here = os.path.relpath(REPO_ROOT)
+    return text if here == "." else text.replace(f"{here}{os.sep}fixtures{os.sep}", f"fixtures{os.sep}")
+
+
+def snapshot_view(findings: Iterable[Finding], fixture: Path) -> list[dict[str, object]]:
+    """What a user reads of each finding (where, severity, message, help, fix), for the message
+    snapshots in tests/__snapshots__/: a reworded message shows up there as a reviewable diff.
+
+    Files are relative to the fixture's folder ("" is the fixture), absolute paths in the text
+    relative to the repository, and the findings sorted, so the snapshot reads the same on any
+    machine and in any run order."""
+    here = os.path.abspath(fixture)
+    rows: list[tuple[tuple[str, int, int, str, str], dict[str, object]]] = []
+    for f in findings:
+        where = os.path.abspath(f.path)
+        other = "" if where == here else os.path.relpath(where, os.path.dirname(here)).replace(os.sep, "/")
+        message = _repo_relative(f.message)
+        view: dict[str, object] = {
+            "code": f.code,
+            "file": other,
+            "line": f.line,
+            "column": f.column,
+            "severity": str(f.severity),
+            "message": message,
+            "help": _repo_relative(f.help),
+            "fix": None if f.fix is None else f"{f.fix.safety}: {_repo_relative(f.fix.description)}",
+        }
+        rows.append(((other, f.line, f.column, f.code, message), view))
+    return [view for _key, view in sorted(rows, key=lambda row: row[0])]

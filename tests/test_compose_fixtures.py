@@ -20,9 +20,10 @@ import os
 from pathlib import Path
 
 import pytest
-from fixture_expect import Expectation, Location, locations, parse_expectation, render
+from fixture_expect import Expectation, Location, locations, parse_expectation, render, snapshot_view
 from gpulint.config import Config
 from gpulint.manifests import lint_manifest
+from syrupy.assertion import SnapshotAssertion
 
 ROOT = Path(__file__).resolve().parents[1] / "fixtures"
 FOLDERS = (ROOT / "compose", ROOT / "k8s")
@@ -60,8 +61,9 @@ def fixture_kind(path: Path) -> str:
     return name.split("-", 1)[0]
 
 
-def run_fixture(path: Path) -> tuple[Expectation, list[Location]]:
-    """Options: ``--gpus-available N``, ``--env KEY=VALUE`` (the run sees only these variables)."""
+def run_fixture(path: Path) -> tuple[Expectation, list[Location], list[dict[str, object]]]:
+    """Options: ``--gpus-available N``, ``--env KEY=VALUE`` (the run sees only these variables).
+    Returns the expectation, the findings' locations and what users read of them (the snapshot)."""
     text = path.read_text("utf-8")
     exp = parse_expectation(text)
     gpus = exp.option("--gpus-available")
@@ -72,7 +74,7 @@ def run_fixture(path: Path) -> tuple[Expectation, list[Location]]:
         gpus_available=int(gpus) if gpus is not None else None,
         environ=dict(value.partition("=")[::2] for value in exp.values("--env")),
     )
-    return exp, locations(result.findings, path)
+    return exp, locations(result.findings, path), snapshot_view(result.findings, path)
 
 
 FIXTURES = fixture_files()
@@ -87,8 +89,9 @@ def test_every_gl7_rule_has_firing_and_silent_fixtures() -> None:
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[fixture_id(p) for p in FIXTURES])
-def test_fixture(path: Path) -> None:
-    exp, got = run_fixture(path)
+def test_fixture(path: Path, snapshot: SnapshotAssertion) -> None:
+    """The `# expect:` line, then the findings' messages against __snapshots__/test_compose_fixtures.ambr."""
+    exp, got, view = run_fixture(path)
     assert got == sorted(exp.findings), f"{fixture_id(path)}: got `{render(got)}`"
     for code in exp.none_of:
         assert all(c != code for c, _f, _l in got), code
@@ -97,3 +100,4 @@ def test_fixture(path: Path) -> None:
         assert any(c == code for c, _f, _l in got), f"a fire- fixture must produce {code}"
     else:
         assert all(c != code for c, _f, _l in got), f"an ok- fixture must not produce {code}"
+    assert view == snapshot

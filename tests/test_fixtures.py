@@ -22,9 +22,10 @@ import re
 from pathlib import Path
 
 import pytest
-from fixture_expect import Expectation, Location, locations, parse_expectation, render
+from fixture_expect import Expectation, Location, locations, parse_expectation, render, snapshot_view
 from gpulint.config import Config
 from gpulint.engine import lint
+from syrupy.assertion import SnapshotAssertion
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rules"
 CODES = tuple(sorted(p.name for p in FIXTURES.iterdir() if p.is_dir() and re.match(r"^GL\d{3}$", p.name)))
@@ -52,10 +53,11 @@ def fixture_kind(path: Path) -> str:
     return name.split("-", 1)[0]
 
 
-def run_fixture(path: Path) -> tuple[Expectation, list[Location]]:
+def run_fixture(path: Path) -> tuple[Expectation, list[Location], list[dict[str, object]]]:
     """Lint a fixture with the rules on by default plus its folder's rule; its directory is the context.
 
     Options: ``--target STAGE``, ``--build-arg K=V`` (repeatable), ``--min-driver VERSION``.
+    Returns the expectation, the findings' locations and what users read of them (the snapshot).
     """
     text = path.read_text("utf-8")
     exp = parse_expectation(text)
@@ -69,16 +71,19 @@ def run_fixture(path: Path) -> tuple[Expectation, list[Location]]:
         target=exp.option("--target"),
         context_dir=str(path.parent),
     )
-    return exp, locations(result.findings, path)
+    return exp, locations(result.findings, path), snapshot_view(result.findings, path)
 
 
 @pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
-def test_fixture(path: Path) -> None:
-    exp, found = run_fixture(path)
+def test_fixture(path: Path, snapshot: SnapshotAssertion) -> None:
+    """The fixture's `# expect:` line, then every finding's message, help and fix against the
+    snapshot in __snapshots__/test_fixtures.ambr (`--snapshot-update` rewrites it)."""
+    exp, found, view = run_fixture(path)
     assert found == sorted(exp.findings), (
         f"{fixture_id(path)}: expected `{render(sorted(exp.findings))}`, got `{render(found)}`"
     )
     assert not {code for code, _, _ in found} & exp.none_of
+    assert view == snapshot
 
 
 @pytest.mark.parametrize("path", fixture_files(), ids=fixture_id)
