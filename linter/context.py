@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,10 @@ class LintContext:
     cache: dict[str, Any] = field(default_factory=dict, repr=False)  # per-lint memo for shared helpers
     _installs: dict[int, list[tuple[Command, Install]]] = field(default_factory=dict, repr=False)
     _posix: dict[int, bool] = field(default_factory=dict, repr=False)
+    _stage_commands: dict[int, list[tuple[Instruction, Command]]] = field(default_factory=dict, repr=False)
+    _stage_installs: dict[int, list[tuple[Instruction, Command, Install]]] = field(
+        default_factory=dict, repr=False
+    )
 
     @property
     def builds_a_toolchain_image(self) -> bool:
@@ -101,11 +104,14 @@ class LintContext:
         posix = self.shell_is_posix(stage) if stage is not None else True
         return run_commands(instr, posix)
 
-    def stage_commands(self, stage: Stage) -> Iterator[tuple[Instruction, Command]]:
-        """Every simple command of every RUN in this stage (not its parents)."""
-        for instr in stage.instructions:
-            for cmd in self.commands(instr):
-                yield instr, cmd
+    def stage_commands(self, stage: Stage) -> list[tuple[Instruction, Command]]:
+        """Every simple command of every RUN in this stage (not its parents), listed once per lint:
+        some twenty rules walk it, and a stage of 5,000 instructions is mostly not RUNs."""
+        listed = self._stage_commands.get(id(stage))
+        if listed is None:
+            listed = [(instr, cmd) for instr in stage.instructions for cmd in self.commands(instr)]
+            self._stage_commands[id(stage)] = listed
+        return listed
 
     def installs(self, instr: Instruction) -> list[tuple[Command, Install]]:
         key = id(instr)
@@ -118,7 +124,12 @@ class LintContext:
             self._installs[key] = out
         return self._installs[key]
 
-    def stage_installs(self, stage: Stage) -> Iterator[tuple[Instruction, Command, Install]]:
-        for instr in stage.instructions:
-            for cmd, install in self.installs(instr):
-                yield instr, cmd, install
+    def stage_installs(self, stage: Stage) -> list[tuple[Instruction, Command, Install]]:
+        """Every install of this stage's RUNs (not its parents'), listed once per lint."""
+        listed = self._stage_installs.get(id(stage))
+        if listed is None:
+            listed = [
+                (instr, cmd, inst) for instr in stage.instructions for cmd, inst in self.installs(instr)
+            ]
+            self._stage_installs[id(stage)] = listed
+        return listed

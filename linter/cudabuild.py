@@ -23,7 +23,7 @@ from .context import LintContext
 from .dockerfile import Instruction, Stage
 from .installers import Install, PackageSpec, parse_pip_wheel
 from .lazyre import lazy_re
-from .shell import Command
+from .shell import Command, is_python
 
 # build drivers that may compile CUDA sources (make, ninja, and ROS/Bazel/Meson workspace builders)
 GENERIC_BUILDERS = ("make", "ninja", "colcon", "catkin_make", "catkin", "bazel", "meson", "scons")
@@ -309,7 +309,7 @@ def _command_signals(ctx: LintContext, instr: Instruction, cmd: Command) -> list
             out.append(CompileSignal(cmd.line, "builds with cmake", False))
     elif name in GENERIC_BUILDERS:
         out.append(CompileSignal(cmd.line, f"builds with {name}", False))
-    elif re.match(r"^python[\d.]*$", name) and values:
+    elif is_python(name) and values:
         if values[0].endswith("setup.py") and any(
             v in ("install", "build_ext", "develop", "bdist_wheel", "build") for v in values[1:]
         ):
@@ -892,11 +892,7 @@ def _wheel_builder(ctx: LintContext, chain: list[Stage]) -> str | None:
                 if built is None:
                     if parse_pip_wheel(cmd) is not None:
                         built = "pip wheel"
-                    elif (
-                        re.match(r"^python[\d.]*$", cmd.name)
-                        and values[:1] == ["setup.py"]
-                        and "bdist_wheel" in values
-                    ):
+                    elif is_python(cmd.name) and values[:1] == ["setup.py"] and "bdist_wheel" in values:
                         built = "setup.py bdist_wheel"
                     continue
                 takes_wheels = any(_WHEEL_FILE_RE.search(v) for v in values) or any(
@@ -922,7 +918,7 @@ def _build_settings_only(ctx: LintContext, chain: list[Stage]) -> str | None:
                 setting = next((key for key, _ in instr.key_values() if key in variables), None)
             elif instr.keyword == "RUN":
                 for cmd in ctx.commands(instr):
-                    script = cmd.arg_values[:1] if re.match(r"^python[\d.]*$", cmd.name) else []
+                    script = cmd.arg_values[:1] if is_python(cmd.name) else []
                     if cmd.name in builders or any(v.rsplit("/", 1)[-1] in builders for v in script):
                         return None
     if setting is None:
@@ -986,7 +982,7 @@ def cuda_optional_builds(ctx: LintContext, stage: Stage) -> list[CompileSignal]:
                 None,
             )
             values = cmd.arg_values
-            if re.match(r"^python[\d.]*$", cmd.name) and values[:1] and values[0].endswith("setup.py"):
+            if is_python(cmd.name) and values[:1] and values[0].endswith("setup.py"):
                 if asked and any(v in _SETUP_BUILD_VERBS for v in values[1:]):
                     out.append(CompileSignal(cmd.line, f"sets {asked} for a setup.py build", True))
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import urllib.parse
@@ -68,8 +69,16 @@ CONDA_VALUE_OPTIONS = frozenset(
 APK_VALUE_OPTIONS = frozenset({"-X", "--repository", "-t", "--virtual", "--root", "-p"})
 
 
+@functools.lru_cache(maxsize=4096)
 def canonical_name(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """PEP 503's normalised name (asked per package per rule: cached)."""
+    return _SEPARATORS_RE.sub("-", name).lower()
+
+
+_SEPARATORS_RE = lazy_re(r"[-_.]+")
+_PYTHON_RE = lazy_re(r"^python(\d(\.\d+)?)?$")
+_VCS_URL_RE = lazy_re(r"^(git|hg|svn|bzr)\+")
+_NAMED_URL_RE = lazy_re(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@")
 
 
 @dataclass
@@ -169,7 +178,7 @@ def parse_pip_wheel(cmd: Command) -> Install | None:
     args = cmd.args
     if _is_pip(name):
         words = list(args)
-    elif re.match(r"^python(\d(\.\d+)?)?$", name):
+    elif _PYTHON_RE.match(name):
         words = []
         for i, word in enumerate(args[:-1]):
             if word.value == "-m" and args[i + 1].value in ("pip", "pip3"):
@@ -448,11 +457,11 @@ def parse_pip_spec(word: Word) -> PackageSpec:
     from_var = unresolved or _from_variable(word)
     parse_text = _VAR_RE.sub("0", text) if unresolved else text
     lowered = parse_text.lower()
-    if re.match(r"^(git|hg|svn|bzr)\+", lowered):
+    if _VCS_URL_RE.match(lowered):
         return _vcs_spec(word, text, None)
     if lowered.startswith(("http://", "https://", "file:")):
         return _url_spec(word, text, None)
-    named_url = re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@", parse_text)
+    named_url = _NAMED_URL_RE.match(parse_text)
     if not named_url and (
         parse_text.startswith((".", "/", "~")) or parse_text.endswith((".whl", ".tar.gz", ".zip"))
     ):
@@ -479,7 +488,7 @@ def parse_pip_spec(word: Word) -> PackageSpec:
     name = canonical_name(req.name)
     if req.url:
         url_lower = req.url.lower()
-        if re.match(r"^(git|hg|svn|bzr)\+", url_lower):
+        if _VCS_URL_RE.match(url_lower):
             spec = _vcs_spec(word, req.url, name)
         else:
             spec = _url_spec(word, req.url, name)

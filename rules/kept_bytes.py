@@ -16,7 +16,7 @@ from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
 from gpulint.rules.layer_hygiene import _absolute, _flag_value, _rm_targets
 from gpulint.rules.layering import cache_mount_targets, package_verb
-from gpulint.shell import Command
+from gpulint.shell import Command, is_python
 
 # files that are only a means to install something: extracted, installed or run, then dead weight
 _ARCHIVE_RE = lazy_re(
@@ -166,9 +166,9 @@ def _installs_from_cwd(cmd: Command) -> str | None:
         return f"{name} install"
     if name == "cmake" and ("--install" in values or ("--build" in values and "install" in values)):
         return "cmake --install"
-    if re.match(r"^python[\d.]*$", name) and values[:1] == ["setup.py"] and "install" in values:
+    if is_python(name) and values[:1] == ["setup.py"] and "install" in values:
         return "setup.py install"
-    pip_args = values[2:] if re.match(r"^python[\d.]*$", name) and values[:2] == ["-m", "pip"] else values
+    pip_args = values[2:] if is_python(name) and values[:2] == ["-m", "pip"] else values
     if (re.match(r"^pip[\d.]*$", name) or pip_args is not values) and pip_args[:1] == ["install"]:
         if any(v in ("-e", "--editable") or v.startswith("--editable=") for v in pip_args):
             return None
@@ -379,7 +379,7 @@ def _purged(commands: list[Command], package: str) -> bool:
 
 def _editable(cmd: Command) -> bool:
     values = cmd.arg_values
-    if re.match(r"^python[\d.]*$", cmd.name) and values[:1] == ["setup.py"] and "develop" in values:
+    if is_python(cmd.name) and values[:1] == ["setup.py"] and "develop" in values:
         return True
     return "install" in values and any(
         v in ("-e", "--editable") or v.startswith("--editable=") for v in values
@@ -424,7 +424,7 @@ def _uninstalled(cmd: Command) -> tuple[str, list[str]] | None:
     """(manager, names) for `pip uninstall`, `uv pip uninstall`, `apt-get remove/purge`, `conda remove`."""
     values = cmd.arg_values
     name = cmd.name
-    if re.match(r"^python[\d.]*$", name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
+    if is_python(name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
         values, name = values[2:], "pip"
     if name == "uv" and values[:1] == ["pip"]:
         values, name = values[1:], "pip"

@@ -34,7 +34,7 @@ from gpulint.rules.pinning import (
     pip_sources,
 )
 from gpulint.secrets import redact_secrets
-from gpulint.shell import Command, environment_value
+from gpulint.shell import Command, environment_value, is_python
 
 _BRANCH_NAMES = frozenset(
     {"main", "master", "dev", "develop", "development", "nightly", "trunk", "stable", "latest", "head"}
@@ -595,7 +595,7 @@ def _installs_only(cmd: Command) -> bool:
     """A pip/uv install (or `setup.py install`/`develop`) of the checkout, as opposed to a native
     build (make, cmake, ninja, `setup.py build_ext`/`bdist_wheel`, `pip wheel`)."""
     values = cmd.arg_values
-    if re.match(r"^python[\d.]*$", cmd.name):
+    if is_python(cmd.name):
         if values and _SETUP_SCRIPT_RE.search(values[0]):
             return any(v in ("install", "develop") for v in values[1:])
         values = values[2:] if values[:2] == ["-m", "pip"] else []
@@ -656,7 +656,7 @@ def _builds(cmd: Command, cwd: str, directory: str) -> bool:
         # the clone's own install script: `bash install.sh` inside it, `sh /src/x/build.sh`
         script = posixpath.normpath(posixpath.join(cwd, values[0]))
         return _inside(script, directory)
-    if re.match(r"^python[\d.]*$", cmd.name):
+    if is_python(cmd.name):
         if values and _SETUP_SCRIPT_RE.search(values[0]):
             return inside or names_it
         if values[:2] == ["-m", "pip"] or values[:2] == ["-m", "build"]:

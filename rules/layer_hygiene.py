@@ -20,7 +20,7 @@ from gpulint.installers import UV_NO_CACHE_FLAGS, Install
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, make_fix, register
 from gpulint.rules.layering import _append_edit, _insert_after_word, cache_mount_targets, package_verb
-from gpulint.shell import Command, environment_value
+from gpulint.shell import Command, environment_value, is_python
 
 _BUILD_TOOL_RE = lazy_re(
     r"^(build-essential|gcc(-\d+)?|g\+\+(-\d+)?|clang(-\d+)?|make|cmake|ninja-build|autoconf|automake|libtool"
@@ -428,9 +428,7 @@ def _run_writes(ctx: LintContext, stage: Stage, instr: Instruction) -> list[Crea
                 dest = _flag_value(values, "-C", "--directory")
             if dest:
                 add(dest, contents=name != "tar" and name != "unzip")
-        elif re.match(r"^pip[\d.]*$", name) or (
-            re.match(r"^python[\d.]*$", name) and values[:2] == ["-m", "pip"]
-        ):
+        elif re.match(r"^pip[\d.]*$", name) or (is_python(name) and values[:2] == ["-m", "pip"]):
             args = values[2:] if values[:2] == ["-m", "pip"] else values
             if args[:1] in (["install"], ["wheel"], ["download"]) and not (
                 "--no-cache-dir" in args or _pip_cache_off(instr, cmd)

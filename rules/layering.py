@@ -14,7 +14,7 @@ from gpulint.finding import Edit, Finding, FixSafety, Severity
 from gpulint.installers import UV_NO_CACHE_FLAGS, Install
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, make_fix, register
-from gpulint.shell import SHELLS, Command, Word, environment_value
+from gpulint.shell import SHELLS, Command, Word, environment_value, is_python
 
 APT_LISTS = "/var/lib/apt/lists"
 # what pip's and uv's env/config parsers accept as a boolean
@@ -546,7 +546,7 @@ def _label(cmd: Command, install: Install) -> str:
     verb = "sync" if any(w.value == "sync" for w in cmd.args[:3]) else "install"
     if install.tool == "uv":
         return f"uv pip {verb}"
-    if re.match(r"^python[\d.]*$", cmd.name):
+    if is_python(cmd.name):
         return f"{cmd.name} -m pip {verb}"
     return f"{cmd.name} {verb}"
 
@@ -616,14 +616,13 @@ def _first_pip_config_no_cache(ctx: LintContext, stage: Stage) -> Instruction | 
     return None
 
 
-_PYTHON_RE = lazy_re(r"^python[\d.]*$")
 _PIP_RE = lazy_re(r"^pip\d?(\.\d+)?$")
 
 
 def _pip_config_set(cmd: Command) -> list[str] | None:
     """``[key, value]`` of ``pip config set key value`` (also ``python -m pip``); None otherwise."""
     values = cmd.arg_values
-    if _PYTHON_RE.match(cmd.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
+    if is_python(cmd.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
         values = values[2:]
     elif not _PIP_RE.match(cmd.name):
         return None
@@ -698,7 +697,7 @@ def _purged_later(commands: list[Command], cmd: Command, is_uv: bool, cache_dir:
     tool = "uv" if is_uv else "pip"
     for later in after:
         values = later.arg_values
-        if re.match(r"^python[\d.]*$", later.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
+        if is_python(later.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
             values = values[2:]
             name = "pip"
         else:

@@ -13,7 +13,7 @@ from gpulint.dockerfile import Stage
 from gpulint.finding import Finding, Severity
 from gpulint.installers import Install, PackageSpec
 from gpulint.rule import Rule, register
-from gpulint.shell import Command, environment_value
+from gpulint.shell import Command, environment_value, is_python
 
 __all__ = ["PipSources", "UnpinnedFramework", "framework_names", "pip_sources"]
 
@@ -330,7 +330,7 @@ def installer_name(cmd: Command, install: Install | None) -> str:
         return "pip"
     if install.tool == "uv":
         return "uv pip"
-    if re.match(r"^python[\d.]*$", cmd.name):
+    if is_python(cmd.name):
         return f"{cmd.name} -m pip"
     return install.tool
 

@@ -17,7 +17,7 @@ from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
 from gpulint.rules.layering import cache_mount_targets
 from gpulint.secrets import redact_secrets
-from gpulint.shell import Command, environment_value
+from gpulint.shell import Command, environment_value, is_python
 
 # Python calls that fetch model weights (the call name, then the text of its arguments)
 _PY_CALL_RE = lazy_re(
@@ -355,7 +355,7 @@ def _downloads(
                 yield Download(name, posixpath.basename(value.split("?")[0]), dest, "")
         return
     code: list[tuple[str, int | None]] = []
-    if re.match(r"^python[\d.]*$", name):
+    if is_python(name):
         if "-c" in values:
             index = values.index("-c")
             if index + 1 < len(values):
@@ -365,7 +365,7 @@ def _downloads(
             path = posixpath.normpath(posixpath.join(cwd, script)) if script and script != "-" else None
             if path is not None and path in files:
                 code.append((files[path], None))
-    if cmd.stdin and (re.match(r"^python[\d.]*$", name) or name in ("ipython",)):
+    if cmd.stdin and (is_python(name) or name in ("ipython",)):
         code.append((cmd.stdin, cmd.stdin_line or None))
     for text, line in code:
         yield from _python_downloads(text, {**env, **cmd.assignments}, line)
@@ -401,7 +401,7 @@ def _script_download(cmd: Command) -> Download | None:
     name = cmd.name
     values = cmd.arg_values
     script: str | None = None
-    if re.match(r"^python[\d.]*$", name) or name in ("sh", "bash", "source", "."):
+    if is_python(name) or name in ("sh", "bash", "source", "."):
         if "-m" in values and values.index("-m") + 1 < len(values):
             script = values[values.index("-m") + 1].rsplit(".", 1)[-1]
         else:
@@ -561,7 +561,7 @@ class WeightsDownloadedAtBuild(Rule):
             if cmd.name == "cd" and cmd.arg_values:
                 cwd = posixpath.normpath(posixpath.join(cwd, cmd.arg_values[0]))
                 continue
-            if files is None and re.match(r"^python[\d.]*$", cmd.name):
+            if files is None and is_python(cmd.name):
                 files = _heredoc_files(ctx, stage, instr)
             scope = {**env, **cmd.assignments} if cmd.assignments else env
             for item in _downloads(cmd, scope, files or {}, cwd):
