@@ -52,7 +52,7 @@ BENCH_VENV ?= build/bench-venv
 BENCH_ARGS ?=
 bench:
 	rm -rf $(BENCH_VENV) && $(PYTHON) -m venv $(BENCH_VENV)
-	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench]'
+	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench,lsp]'
 	$(BENCH_VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
 
 ## Accuracy on the real-world corpus (fixtures/realworld/README.md): lint the cached files,

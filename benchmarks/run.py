@@ -7,7 +7,7 @@ to benchmarks/results/ so later runs can be compared). ``make bench`` runs it fr
 regular (non-editable) install in build/bench-venv, as users get gpulint.
 
     python benchmarks/run.py [--runs 7] [--image-mb 2000] [--image-files 200000]
-                             [--skip-image] [--skip-registry] [--skip-context]
+                             [--skip-image] [--skip-registry] [--skip-context] [--skip-lsp]
 """
 
 from __future__ import annotations
@@ -320,6 +320,16 @@ def registry_case(work: Path, gpulint: str, runs: int) -> dict[str, object] | No
         proc.wait()
 
 
+def lsp_case(gpulint: str, changes: int) -> dict[str, object] | None:
+    """Issue #23's editor latency (benchmarks/lsp_latency.py): None without the lsp extra."""
+    try:
+        from lsp_latency import measure  # beside this script, which Python puts first on sys.path
+    except ImportError:
+        print("pygls is not installed: no LSP latency (pip install '.[lsp]')", file=sys.stderr)
+        return None
+    return measure([gpulint, "lsp"], changes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=7)
@@ -328,6 +338,7 @@ def main() -> None:
     parser.add_argument("--skip-image", action="store_true")
     parser.add_argument("--skip-registry", action="store_true")
     parser.add_argument("--skip-context", action="store_true")
+    parser.add_argument("--skip-lsp", action="store_true")
     args = parser.parse_args()
     gpulint = _tool("gpulint")
     if gpulint is None:
@@ -460,6 +471,7 @@ def main() -> None:
         },
         "gpulint": subprocess.run([gpulint, "--version"], capture_output=True, text=True).stdout.strip(),
         "results": results,
+        "lsp_latency": None if args.skip_lsp else lsp_case(gpulint, max(50, args.runs)),
     }
     out_dir = ROOT / "benchmarks" / "results"
     out_dir.mkdir(exist_ok=True)
@@ -477,6 +489,10 @@ def main() -> None:
             print(
                 f"  gpulint received {row['gpulint_bytes_received']} bytes of a {row['image_bytes']}-byte image"
             )
+    if report["lsp_latency"] is not None:
+        from lsp_latency import describe
+
+        print(f"\n{describe(report['lsp_latency'])}")  # type: ignore[arg-type]
     print(f"\nwritten to {out.relative_to(ROOT)}")
 
 

@@ -34,7 +34,9 @@ from .lsp_hover import describe_base, rule_at, stage_at
 from .rule import find_rule
 from .secrets import redact_finding, redact_secrets
 
-DEBOUNCE_S = 0.15  # didChange: lint when typing pauses, not on every key
+DEBOUNCE_S = (
+    0.05  # didChange: lint when typing pauses (key repeat, a burst of edits), not on every change of it
+)
 SOURCE = "gpulint"
 FIX_ALL_KIND = f"{types.CodeActionKind.SourceFixAll.value}.gpulint"
 _SEVERITY = {
@@ -275,7 +277,9 @@ class GpulintServer(LanguageServer):
         return Positions(text, self.workspace.position_codec.client_num_units)
 
     def publish(self, uri: str) -> None:
-        self.pending.pop(uri, None)
+        handle = self.pending.pop(uri, None)
+        if handle is not None:  # a save or an open lints now: the debounced lint is not needed
+            handle.cancel()
         linted = self.current(uri)
         if linted is None:
             return

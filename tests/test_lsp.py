@@ -431,3 +431,21 @@ def test_hover_rule_codes_and_bases(tmp_path: Path) -> None:
         if client.proc.poll() is None:
             client.proc.kill()
         client.proc.wait(timeout=TIMEOUT)
+
+
+def test_latency_benchmark_session() -> None:
+    """benchmarks/lsp_latency.py drives a real session (its numbers are for benchmarks/, not asserted
+    here): both series are measured, and a change waits for the debounce while a save does not."""
+    import importlib.util
+
+    from gpulint.lsp_server import DEBOUNCE_S
+
+    spec = importlib.util.spec_from_file_location("lsp_latency", ROOT / "benchmarks" / "lsp_latency.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.measure([sys.executable, "-m", "gpulint", "lsp"], changes=3)
+    assert result["changes"] == 3 and result["debounce_setting_ms"] == DEBOUNCE_S * 1000
+    assert result["did_change"]["min_ms"] >= result["debounce_setting_ms"] - 1  # the timer's resolution
+    assert result["did_change_then_save"]["min_ms"] > 0
+    assert "didChange -> diagnostics" in module.describe(result)
