@@ -315,6 +315,26 @@ class GpulintServer(LanguageServer):
             return
         self.pending[uri] = loop.call_later(DEBOUNCE_S, self.publish, uri)
 
+    def watch_config_files(self) -> None:
+        """Ask the editor to report changes of config files on disk (a `git checkout`, an edit in
+        another program): editors send didChangeWatchedFiles only for the globs a server registers."""
+        workspace = self.client_capabilities.workspace
+        watched = workspace.did_change_watched_files if workspace is not None else None
+        if watched is None or not watched.dynamic_registration:
+            return
+        watchers = [types.FileSystemWatcher(glob_pattern=f"**/{name}") for name in sorted(_CONFIG_FILES)]
+        self.client_register_capability(
+            types.RegistrationParams(
+                registrations=[
+                    types.Registration(
+                        id="gpulint-config-files",
+                        method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                        register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers),
+                    )
+                ]
+            )
+        )
+
     def relint_all(self) -> None:
         """A config file changed: every open document's findings may have."""
         self.linted.clear()
@@ -485,6 +505,10 @@ def pragma_edit(linted: Linted, finding: Finding) -> tuple[Edit, str] | None:
 def build_server() -> GpulintServer:
     """The server with its features registered (tests start it over stdio, as editors do)."""
     server = GpulintServer()
+
+    @server.feature(types.INITIALIZED)
+    def initialized(params: types.InitializedParams) -> None:
+        server.watch_config_files()
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: types.DidOpenTextDocumentParams) -> None:

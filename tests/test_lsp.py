@@ -117,11 +117,16 @@ def workspace(tmp_path: Path) -> Path:
     return folder
 
 
-def _start(folder: Path) -> Client:
+def _start(folder: Path, capabilities: dict[str, Any] | None = None) -> Client:
     client = Client(folder)
     client.request(
         "initialize",
-        {"processId": None, "rootUri": folder.as_uri(), "capabilities": {}, "workspaceFolders": None},
+        {
+            "processId": None,
+            "rootUri": folder.as_uri(),
+            "capabilities": capabilities or {},
+            "workspaceFolders": None,
+        },
     )
     client.notify("initialized", {})
     return client
@@ -271,8 +276,14 @@ def test_config_secrets_compose_and_other_yaml(tmp_path: Path) -> None:
     compose.write_text((ROOT / "fixtures" / "compose" / "GL701" / "fire-cuda-image.yml").read_text())
     workflow = folder / "ci.yml"
     workflow.write_text("name: CI\non: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n")
-    client = _start(folder)
+    client = _start(folder, {"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": True}}})
     try:
+        # the editor is asked to watch the config files on disk (it reports only what a server registers)
+        registration = client.wait(lambda m: m.get("method") == "client/registerCapability")
+        (watch,) = registration["params"]["registrations"]
+        assert watch["method"] == "workspace/didChangeWatchedFiles"
+        globs = {w["globPattern"] for w in watch["registerOptions"]["watchers"]}
+        assert globs == {"**/.gpulint.yaml", "**/.gpulint.yml", "**/pyproject.toml"}
         uri = dockerfile.as_uri()
         client.notify(
             "textDocument/didOpen",
