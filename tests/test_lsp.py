@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import shutil
 import subprocess
 import sys
@@ -460,3 +461,122 @@ def test_latency_benchmark_session() -> None:
     assert result["did_change"]["min_ms"] >= result["debounce_setting_ms"] - 1  # the timer's resolution
     assert result["did_change_then_save"]["min_ms"] > 0
     assert "didChange -> diagnostics" in module.describe(result)
+
+
+# -- the README's editor snippets ------------------------------------------------------------------
+
+# the editors' names for the files gpulint lints (Neovim filetypes, Helix languages, VS Code language ids)
+EDITOR_LANGUAGES = {
+    "dockerfile": "Dockerfile",
+    "yaml": "compose or Kubernetes YAML",
+    "yaml.docker-compose": "compose",  # Neovim
+    "docker-compose": "compose",  # Helix
+    "dockercompose": "compose",  # VS Code
+}
+
+
+def _editor_snippets(language: str) -> list[str]:
+    readme = (ROOT / "README.md").read_text("utf-8")
+    section = readme.split("\n## Editor integration\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+def _neovim_api() -> Any:
+    """A Lua runtime with a stand-in for the part of Neovim's API the snippets call."""
+    import lupa  # a dev dependency: a real Lua (5.x; Neovim's LuaJIT runs the same syntax)
+
+    lua = lupa.LuaRuntime(unpack_returned_tuples=True)
+    lua.execute(
+        """
+        calls = { config = {}, enabled = {}, started = {}, autocmds = {}, roots = {} }
+        vim = {
+          lsp = {
+            config = function(name, cfg) calls.config[name] = cfg end,
+            enable = function(name) table.insert(calls.enabled, name) end,
+            start = function(cfg) table.insert(calls.started, cfg) end,
+          },
+          api = {
+            nvim_create_autocmd = function(event, opts)
+              table.insert(calls.autocmds, { event = event, opts = opts })
+            end,
+          },
+          fs = {
+            root = function(buf, markers)
+              table.insert(calls.roots, markers)
+              return "/project"
+            end,
+          },
+        }
+        """
+    )
+    return lua
+
+
+def _lua_list(table: Any) -> list[Any]:
+    return [table[i] for i in range(1, len(table) + 1)]
+
+
+def test_readme_editor_snippets_start_what_gpulint_lsp_is() -> None:
+    from gpulint.config import CONFIG_NAMES
+
+    neovim_011, neovim_010 = _editor_snippets("lua")
+    commands: list[list[str]] = []
+    languages: set[str] = set()
+
+    lua = _neovim_api()
+    lua.execute(neovim_011)
+    calls = lua.globals().calls
+    assert _lua_list(calls.enabled) == ["gpulint"]
+    config = calls.config["gpulint"]
+    commands.append(_lua_list(config.cmd))
+    languages |= set(_lua_list(config.filetypes))
+    assert {*CONFIG_NAMES, "pyproject.toml"} <= set(_lua_list(config.root_markers))
+
+    lua = _neovim_api()
+    lua.execute(neovim_010)
+    calls = lua.globals().calls
+    (autocmd,) = _lua_list(calls.autocmds)
+    assert autocmd.event == "FileType"
+    languages |= set(_lua_list(autocmd.opts.pattern))
+    autocmd.opts.callback(lua.table_from({"buf": 1}))
+    (started,) = _lua_list(calls.started)
+    assert started.name == "gpulint" and started.root_dir == "/project"
+    commands.append(_lua_list(started.cmd))
+    assert {*CONFIG_NAMES, "pyproject.toml"} <= set(_lua_list(calls.roots[1]))
+
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10: gpulint depends on tomli there
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    (helix,) = _editor_snippets("toml")
+    parsed = tomllib.loads(helix)
+    server = parsed["language-server"]["gpulint"]
+    commands.append([server["command"], *server["args"]])
+    for entry in parsed["language"]:
+        assert "gpulint" in entry["language-servers"]
+        languages.add(entry["name"])
+
+    (vscode,) = _editor_snippets("json")
+    settings = json.loads(vscode)
+    commands.append([settings["glspc.server.command"], *settings["glspc.server.commandArguments"]])
+    languages |= set(settings["glspc.server.languageId"])
+
+    assert languages <= set(EDITOR_LANGUAGES), languages - set(EDITOR_LANGUAGES)
+    assert all(command == ["gpulint", "lsp"] for command in commands), commands
+
+    # that command, started as an editor starts it, is a language server with what the README promises
+    client = Client(ROOT)
+    try:
+        reply = client.request(
+            "initialize", {"processId": None, "rootUri": None, "capabilities": {}, "workspaceFolders": None}
+        )
+        capabilities = reply["capabilities"]
+        assert capabilities["hoverProvider"] and capabilities["codeActionProvider"]
+        assert capabilities["textDocumentSync"]["openClose"]
+        assert reply["serverInfo"]["name"] == "gpulint"
+        assert client.close() == 0
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+        client.proc.wait(timeout=TIMEOUT)
