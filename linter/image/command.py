@@ -13,6 +13,7 @@ import click
 from ..config import Config, ConfigError, find_config, load_config, parse_driver, parse_fail_on, parse_size
 from ..finding import Severity
 from ..lazyre import lazy_re
+from ..options import config_option
 from ..reporters import FORMATS
 from ..selection import RuleOptions, rule_options
 
@@ -54,9 +55,7 @@ def parse_bandwidth(text: str) -> float:
     "--platform", default="linux/amd64", show_default=True, help="os/arch[/variant] to pick from an index."
 )
 @rule_options
-@click.option(
-    "--config", "config_file", type=click.Path(dir_okay=False), default=None, help="Use this config file."
-)
+@config_option
 @click.option("--no-config", is_flag=True, help="Ignore config files (default: the one lint uses here).")
 @click.option("--min-driver", default=None, help="Oldest NVIDIA driver in your fleet (GL106).")
 @click.option("--bandwidth", default="1Gbit/s", show_default=True, help="Pull bandwidth for the estimate.")
