@@ -8,7 +8,9 @@ other, than the linter. Every piece of the Dockerfile shown in a hover is redact
 
 from __future__ import annotations
 
+import importlib
 import re
+from collections.abc import Callable
 
 from . import data
 from .dockerfile import Dockerfile, Stage
@@ -157,9 +159,14 @@ def _driver(cuda: str) -> str:
 
 
 def _eol(cuda: str) -> str:
-    """NVIDIA's end-of-life status of the tag's CUDA release, as GL105 judges it."""
-    from .rules.base_lifecycle import eol_status
-
+    """NVIDIA's end-of-life status of the tag's CUDA release, as GL105 judges it (its module's
+    ``eol_status``, found through the rule registry wherever the rule modules are laid out)."""
+    rule = find_rule("GL105")
+    eol_status: Callable[[str], tuple[str, str | None] | None] | None = (
+        getattr(importlib.import_module(rule.__module__), "eol_status", None) if rule is not None else None
+    )
+    if eol_status is None:
+        return ""
     as_of = data.load("cuda")["eol"]["as_of"]
     status = eol_status(cuda)
     if status is None:
