@@ -22,8 +22,8 @@ demo: $(STAMP)
 ## Set up and run everything CI runs: ruff, mypy, the whole test suite (the unit tests spread
 ## over the CPUs, then the integration tests - podman, registries, pre-commit - one at a time).
 test: $(STAMP) lint typecheck
-	$(BIN)/python -m pytest -q -n auto -m "not integration"
-	$(BIN)/python -m pytest -q -m integration
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto -m "not integration"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -m integration
 
 # mypy and lint-imports need the installed layout (linter/ -> gpulint, rules/ -> gpulint.rules):
 # they check a copy in build/$(1).
@@ -44,8 +44,10 @@ typecheck: $(STAMP)
 	cd build/typecheck && ../../$(BIN)/mypy --config-file ../../pyproject.toml -p gpulint
 
 ## The quick unit tests while working: not the slow fuzz/property/hostile suites (`make test` runs them).
+## Bytecode is written even where PYTHONDONTWRITEBYTECODE is set: without the cached modules and
+## assertion-rewritten tests every worker compiles them again (a third of a unit run).
 unit: $(STAMP)
-	$(BIN)/python -m pytest -q -n auto -m "not integration and not slow"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto -m "not integration and not slow"
 
 ## Side-by-side benchmarks (benchmarks/run.py) from a regular, non-editable install with the peers.
 BENCH_VENV ?= build/bench-venv

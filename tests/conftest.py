@@ -72,11 +72,23 @@ SLOW_MODULES = frozenset(
 )
 
 
-# single tests of several seconds in otherwise quick modules (a process pool, the fuzz imports)
+# single tests of a second or more in otherwise quick modules: a process pool, the fuzz imports,
+# big generated inputs (5,000 instructions, 200,000 files, a YAML bomb and a 5 MiB file), a
+# console script on a pseudo-terminal, deadlines waited for
 SLOW_TESTS = frozenset(
     {
         "test_parallel_lint.py::test_parallel_and_serial_lints_agree",
         "test_hygiene.py::test_fuzz_suites_remove_their_temporary_directories",
+        "test_hygiene.py::test_optimize_names_the_file_when_the_rewrite_hits_a_limit",
+        "test_html_report.py::test_tree_for_200k_files_stays_small",
+        "test_compose.py::test_cli_bad_yaml_bomb_and_huge_file_exit_2_with_one_line",
+        "test_cli.py::test_terminal_gets_tty_format_with_colour_unless_no_color",
+        # a second of waiting each on a registry deadline or a Retry-After
+        "test_registry_faults.py::test_429_honours_a_short_retry_after",
+        "test_registry_faults.py::test_a_server_that_does_not_answer_times_out",
+        "test_registry_faults.py::test_a_dripping_manifest_is_bounded_in_time",
+        "test_registry_trust.py::test_dripping_headers_meet_the_overall_deadline",
+        "test_registry_trust.py::test_the_gl104_fix_path_has_the_deadline_too",
     }
 )
 
@@ -91,3 +103,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             or getattr(test, "is_hypothesis_test", False)
         ):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """`pytest --collect-only` runs no test: syrupy would call every snapshot unused and fail."""
+    if config.option.collectonly and hasattr(config.option, "warn_unused_snapshots"):
+        config.option.warn_unused_snapshots = True

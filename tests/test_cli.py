@@ -1,11 +1,15 @@
 """The command line as a user meets it: exit codes, one-line errors, formats, reports, stdin.
 
-Exit codes and stderr are checked on the real console script (a subprocess); the rest calls
-``gpulint.cli.main`` in-process.
+Exit codes, stdout and stderr come from ``gpulint.cli.main`` run in this process with its own
+stdin, stdout, stderr, working directory and environment (:func:`run_gpulint`): main catches
+every exception itself, so a traceback here would be one there too. What only a process shows
+(the console script, bytes on a real pipe, a closed pipe, a terminal, what is imported, the
+``--debug`` traceback) is checked on the real console script, ``run_gpulint(..., process=True)``.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -17,7 +21,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from gpulint import __version__
-from gpulint.cli import FORMAT_CHOICES
+from gpulint.cli import FORMAT_CHOICES, main
 from helpers import run_main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -43,20 +47,54 @@ def run_gpulint(
     cwd: Path | None = None,
     stdin: bytes | None = None,
     env: dict[str, str] | None = None,
+    process: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    """gpulint's exit code, stdout and stderr: in this process (a subprocess with ``process``)."""
+    full_env = {"NO_COLOR": "1", **(env or {})}
+    if not process:
+        return _run_in_process(list(map(str, args)), cwd, stdin, full_env)
     proc = subprocess.run(
         [*gpulint_command(), *map(str, args)],
         cwd=cwd,
         input=stdin,
         capture_output=True,
-        env=full_env,
+        env={**os.environ, **full_env},
         timeout=120,
         check=False,
     )
     return subprocess.CompletedProcess(
         proc.args, proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8")
     )
+
+
+def _run_in_process(
+    args: list[str], cwd: Path | None, stdin: bytes | None, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``gpulint.cli.main(args)`` with stdin, stdout and stderr as pipes of bytes (none a terminal),
+    in ``cwd`` with ``env`` added to the environment; all of it restored after."""
+    streams = {"stdin": io.BytesIO(stdin or b""), "stdout": io.BytesIO(), "stderr": io.BytesIO()}
+    wrapped = {name: io.TextIOWrapper(raw, encoding="utf-8") for name, raw in streams.items()}
+    saved_env = os.environ.copy()
+    saved_cwd = os.getcwd()
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    try:
+        os.environ.update(env)
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.stdin, sys.stdout, sys.stderr = wrapped["stdin"], wrapped["stdout"], wrapped["stderr"]
+        with pytest.raises(SystemExit) as exc:
+            main(args)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    code = exc.value.code
+    assert isinstance(code, int), code
+    out, err = (streams[name].getvalue().decode("utf-8") for name in ("stdout", "stderr"))
+    return subprocess.CompletedProcess(["gpulint", *args], code, out, err)
 
 
 @pytest.fixture
@@ -83,7 +121,9 @@ def assert_one_error_line(proc: subprocess.CompletedProcess[str], *expected: str
 
 
 def test_example_tty_shows_findings_with_code_frames_and_exits_1() -> None:
-    proc = run_gpulint("--format", "tty", "fixtures/examples/llm-server.Dockerfile", cwd=REPO_ROOT)
+    proc = run_gpulint(
+        "--format", "tty", "fixtures/examples/llm-server.Dockerfile", cwd=REPO_ROOT, process=True
+    )
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr == ""
     out = proc.stdout
@@ -105,13 +145,13 @@ def test_example_plain_is_the_default_off_a_terminal() -> None:
 
 
 def test_good_example_exits_0() -> None:
-    proc = run_gpulint(GOOD_EXAMPLE)
+    proc = run_gpulint(GOOD_EXAMPLE, process=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stderr == ""
 
 
 def test_version() -> None:
-    proc = run_gpulint("--version")
+    proc = run_gpulint("--version", process=True)
     assert proc.returncode == 0
     assert proc.stdout.strip() == f"gpulint {__version__}"
 
@@ -126,7 +166,7 @@ def test_help_exits_0() -> None:
 
 
 def test_missing_file(project: Path) -> None:
-    assert_one_error_line(run_gpulint("nope.Dockerfile", cwd=project), "nope.Dockerfile")
+    assert_one_error_line(run_gpulint("nope.Dockerfile", cwd=project, process=True), "nope.Dockerfile")
 
 
 @pytest.mark.parametrize(
@@ -218,7 +258,7 @@ def test_target_naming_no_stage(project: Path) -> None:
 
 
 def test_debug_shows_the_traceback(project: Path) -> None:
-    proc = run_gpulint("--debug", "nope.Dockerfile", cwd=project)
+    proc = run_gpulint("--debug", "nope.Dockerfile", cwd=project, process=True)
     assert proc.returncode == 2
     assert "Traceback" in proc.stderr
     assert proc.stderr.splitlines()[-1].startswith("gpulint: error: ")
@@ -343,7 +383,7 @@ def test_named_file_of_any_name_is_linted(project: Path, capsys: pytest.CaptureF
 
 
 def test_stdin(project: Path) -> None:
-    proc = run_gpulint("--select", "GL101", "-", cwd=project, stdin=DEVEL_ONLY.encode())
+    proc = run_gpulint("--select", "GL101", "-", cwd=project, stdin=DEVEL_ONLY.encode(), process=True)
     assert proc.returncode == 1
     assert proc.stdout.startswith("-:1:1: GL101")
     proc = run_gpulint(

@@ -83,7 +83,14 @@ def test_the_command_line_pins_it(registry: int, tmp_path: Path) -> None:
     reference = f"127.0.0.1:{registry}/{REPO}:1"
     (tmp_path / "Dockerfile").write_text(f"FROM {reference}\n")
     proc = run_gpulint(
-        "--no-config", "--extend-select", "GL104", "--fix", "--unsafe-fixes", "Dockerfile", cwd=tmp_path
+        "--no-config",
+        "--extend-select",
+        "GL104",
+        "--fix",
+        "--unsafe-fixes",
+        "Dockerfile",
+        cwd=tmp_path,
+        process=True,
     )
     assert "fixed 1 finding(s)" in proc.stderr, proc.stderr
     assert (tmp_path / "Dockerfile").read_text() == f"FROM {reference}@{_skopeo_digest(reference)}\n"

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from gpulint.cli import main
+from gpulint.image import registry
 from gpulint.image.registry import Credentials, RegistryClient
 from gpulint.reporters import FORMATS
 from test_image_sources import CONFIG, write_docker_archive
@@ -63,6 +64,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "")
     monkeypatch.setenv("no_proxy", "")
+    # a 5xx is retried after 0.5 s, then 1 s: what is printed is the same after 0.05 s
+    monkeypatch.setattr(registry, "RETRY_DELAY", 0.05)
 
 
 # -- registry credentials and tokens ----------------------------------------------------------------
