@@ -1,5 +1,5 @@
-"""Side-by-side benchmarks: gpulint against hadolint and tally (Dockerfiles), tar (image walks)
-and skopeo (registry metadata), in one run.
+"""Side-by-side benchmarks: gpulint against hadolint and tally (Dockerfiles), tar and dive (image
+walks) and skopeo (registry metadata), in one run.
 
 Each case runs every tool in turn, round after round, so that machine noise hits all
 alike; the report is medians, peak RSS and ratios to gpulint (printed, and written as JSON
@@ -8,6 +8,7 @@ regular (non-editable) install in build/bench-venv, as users get gpulint.
 
     python benchmarks/run.py [--runs 7] [--image-mb 2000] [--image-files 200000]
                              [--skip-image] [--skip-registry] [--skip-context] [--skip-lsp]
+                             [--timeout 120]
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -40,40 +42,73 @@ def _tool(name: str) -> str | None:
     return str(found) if found.exists() else shutil.which(name)
 
 
-def timed(args: list[str], env: dict[str, str] | None = None) -> tuple[float, int, float]:
+PEER_TIMEOUT_S = 120.0  # a run past this is killed and reported as timed out (hadolint on 5,000 lines)
+
+
+def timed(
+    args: list[str], env: dict[str, str] | None = None, timeout: float | None = None
+) -> tuple[float, int, float] | None:
     """Wall seconds, peak RSS (KB) and CPU seconds (user + system) of one cold process (its
-    waited-for children included). On a shared machine CPU time is the steadier number."""
+    waited-for children included), or None when it ran past ``timeout`` (if any) and was killed. On a
+    shared machine CPU time is the steadier number."""
     start = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    _, _status, usage = os.wait4(proc.pid, 0)
+    killer = threading.Timer(timeout, proc.kill) if timeout is not None else None
+    if killer is not None:
+        killer.start()
+    try:
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        if killer is not None:
+            killer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
+    if timeout is not None and wall >= timeout and proc.returncode < 0:
+        return None
     return wall, int(usage.ru_maxrss), usage.ru_utime + usage.ru_stime
 
 
 def compare(
     name: str, tools: dict[str, list[str] | None], runs: int, env: dict[str, str] | None = None
 ) -> dict[str, object]:
-    """Run each tool ``runs`` times, round-robin; medians, peak RSS, and each peer's ratio to gpulint."""
+    """Run each tool ``runs`` times, round-robin; medians, peak RSS, and each peer's ratio to gpulint.
+
+    A peer that runs past PEER_TIMEOUT_S is not run again in the case and is reported as such
+    (gpulint itself always runs to its end)."""
     present = {label: argv for label, argv in tools.items() if argv is not None}
     walls: dict[str, list[float]] = {label: [] for label in present}
     rss: dict[str, list[int]] = {label: [] for label in present}
     cpus: dict[str, list[float]] = {label: [] for label in present}
+    timed_out: set[str] = set()
     for _ in range(runs):
         for label, argv in present.items():
-            wall, peak, cpu = timed(argv, env)
+            if label in timed_out:
+                continue
+            measured = timed(argv, env, None if label.startswith("gpulint") else PEER_TIMEOUT_S)
+            if measured is None:
+                timed_out.add(label)
+                continue
+            wall, peak, cpu = measured
             walls[label].append(wall)
             rss[label].append(peak)
             cpus[label].append(cpu)
     result: dict[str, object] = {"case": name, "runs": runs, "tools": {}}
     base = statistics.median(walls["gpulint"])
+    base_cpu = statistics.median(cpus["gpulint"])
     for label in present:
+        if label in timed_out:
+            result["tools"][label] = {"timed_out_after_s": PEER_TIMEOUT_S}  # type: ignore[index]
+            continue
         median = statistics.median(walls[label])
+        median_cpu = statistics.median(cpus[label])
         result["tools"][label] = {  # type: ignore[index]
             "median_s": round(median, 4),
             "min_s": round(min(walls[label]), 4),
             "peak_rss_mb": round(max(rss[label]) / 1024, 1),
-            "median_cpu_s": round(statistics.median(cpus[label]), 3),
+            "median_cpu_s": round(median_cpu, 3),
+            "min_cpu_s": round(min(cpus[label]), 3),
             "gpulint_ratio": round(base / median, 2),  # < 1: gpulint is faster
+            "gpulint_cpu_ratio": round(base_cpu / median_cpu, 2) if median_cpu else None,
         }
     return result
 
@@ -331,6 +366,7 @@ def lsp_case(gpulint: str, changes: int) -> dict[str, object] | None:
 
 
 def main() -> None:
+    global PEER_TIMEOUT_S
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--image-mb", type=int, default=2000)
@@ -339,12 +375,16 @@ def main() -> None:
     parser.add_argument("--skip-registry", action="store_true")
     parser.add_argument("--skip-context", action="store_true")
     parser.add_argument("--skip-lsp", action="store_true")
+    parser.add_argument(
+        "--timeout", type=float, default=PEER_TIMEOUT_S, help="seconds a run may take before it is killed"
+    )
     args = parser.parse_args()
+    PEER_TIMEOUT_S = args.timeout
     gpulint = _tool("gpulint")
     if gpulint is None:
         sys.exit("gpulint is not installed (make bench sets up build/bench-venv)")
-    hadolint, tally = _tool("hadolint"), _tool("tally")
-    for name, found in (("hadolint", hadolint), ("tally", tally)):
+    hadolint, tally, dive = _tool("hadolint"), _tool("tally"), _tool("dive")
+    for name, found in (("hadolint", hadolint), ("tally", tally), ("dive", dive)):
         if found is None:
             print(
                 f"{name} is not installed: its column stays empty (pip install '.[bench]')", file=sys.stderr
@@ -452,16 +492,24 @@ def main() -> None:
             )
             for kind, source, peer, peer_argv in walks:
                 tools = {"gpulint": [*command, source], "gpulint -j 1": [*command, "-j", "1", source]}
-                results.append(compare(f"image walk, {kind}, {size}", {**tools, peer: peer_argv}, image_runs))
+                peers: dict[str, list[str] | None] = {peer: peer_argv}
+                if kind == "docker-archive":
+                    # dive's CI mode reads the same archive: every layer, its file tree and its waste
+                    peers["dive --ci"] = (
+                        [dive, "--ci", "--source", "docker-archive", str(work / "image.tar")]
+                        if dive
+                        else None
+                    )
+                results.append(compare(f"image walk, {kind}, {size}", {**tools, **peers}, image_runs))
             for path in [*layers, work / "image.tar"]:
                 path.unlink()
             shutil.rmtree(work / "layout")
         if not args.skip_registry:
             registry_work = work / "registry"
             registry_work.mkdir()
-            found = registry_case(registry_work, gpulint, max(3, args.runs))
-            if found is not None:
-                results.append(found)
+            registry = registry_case(registry_work, gpulint, max(3, args.runs))
+            if registry is not None:
+                results.append(registry)
     report = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "machine": {
@@ -480,7 +528,14 @@ def main() -> None:
     for row in results:
         print(f"\n{row['case']}")
         for label, numbers in row["tools"].items():  # type: ignore[attr-defined]
-            ratio = "" if label == "gpulint" else f"  gpulint/peer {numbers['gpulint_ratio']}"
+            if "timed_out_after_s" in numbers:
+                print(f"  {label:<16} killed after {numbers['timed_out_after_s']:.0f} s")
+                continue
+            ratio = (
+                ""
+                if label == "gpulint"
+                else f"  gpulint/peer {numbers['gpulint_ratio']} (CPU {numbers['gpulint_cpu_ratio']})"
+            )
             print(
                 f"  {label:<16} {numbers['median_s']:>8.3f} s  {numbers['median_cpu_s']:>8.3f} s CPU"
                 f"  {numbers['peak_rss_mb']:>7.1f} MB{ratio}"

@@ -74,6 +74,7 @@ def test_every_way_of_reading_agrees_with_tarfile(
     expected = _expected(data)
     monkeypatch.setattr(tarscan._Window, "FILE_READ", 700)  # reads that split headers
     monkeypatch.setattr(tarscan._Window, "CHUNK", 1000)  # chunks that split headers
+    monkeypatch.setattr(tarscan._Window, "SPARSE", 1024)  # past 1 KB of skipped data: one header a read
     assert _seen(io.BytesIO(data)) == expected
     assert _seen(io.BufferedReader(_ForwardOnly(data), buffer_size=700)) == expected  # type: ignore[arg-type]
     path = tmp_path / "layer.tar"
@@ -151,3 +152,35 @@ def test_root_level_whiteouts_and_dotfiles_keep_their_names() -> None:
     assert [path for path, _ in scan.added] == [".bashrc", ".profile", "abs/file"]
     assert scan.whiteouts == ["old"]
     assert scan.opaque == ["usr"]
+
+
+def test_a_content_filter_reads_what_the_same_function_reads(tmp_path: Path) -> None:
+    """The filter the walk tests inline asks for exactly the members its call would."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, data in (
+            ("usr/lib/python3/site-packages/torch/version.py", b"cuda = '12.4'\n"),
+            ("opt/torch/version.py.bak", b"no"),
+            ("big/torch/version.py", b"x" * 700),
+            ("p/" + "d" * 120 + "/torch/version.py", b"cuda = '11.8'\n"),  # a PAX path
+            ("torch/version.pyc", b"no"),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    path = tmp_path / "layer.tar"
+    path.write_bytes(buf.getvalue())
+    chosen = tarscan.ContentFilter(("torch/version.py",), 512)
+
+    def read(stream: Any, read_data: Any) -> list[tuple[str, bytes | None]]:
+        return [(m.name, m.data) for m in iter_members(stream, read_data=read_data)]
+
+    with open(path, "rb") as handle:
+        by_filter = read(handle, chosen)
+    with open(path, "rb") as handle:
+        by_call = read(handle, lambda name, size: chosen(name, size))
+    assert by_filter == by_call
+    assert [name for name, data in by_filter if data is not None] == [
+        "usr/lib/python3/site-packages/torch/version.py",
+        "p/" + "d" * 120 + "/torch/version.py",
+    ]

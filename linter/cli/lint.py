@@ -150,9 +150,14 @@ def lint_command(
     elif config_file:
         fixed_config = load_config(Path(config_file))
 
+    made: dict[int, tuple[Config, Config]] = {}
+
     def configure(config: Config) -> Config:
-        """The command line over a config file."""
-        return rule_choice.apply(config.merged(**overrides))
+        """The command line over a config file, once per config (2,000 files share one)."""
+        known = made.get(id(config))
+        if known is None or known[0] is not config:
+            known = made[id(config)] = (config, rule_choice.apply(config.merged(**overrides)))
+        return known[1]
 
     finder = ConfigFinder(fixed_config, stdin_filename)
     if not paths and stdin_filename is not None:
@@ -259,6 +264,9 @@ def display_path(path: Path) -> str:
         return str(path)
 
 
+_DEFAULT_CONFIG = Config()  # frozen: every file without a config file shares it
+
+
 @dataclass
 class ConfigFinder:
     """The config for each linted file: ``--config``/``--no-config``, else the nearest one above it."""
@@ -285,7 +293,7 @@ class ConfigFinder:
             self._by_dir[directory] = find_config(directory)
         found = self._by_dir[directory]
         if found is None:
-            return Config()
+            return _DEFAULT_CONFIG
         if found not in self._by_file:
             self._by_file[found] = load_config(Path(display_path(found)))
         return self._by_file[found]

@@ -18,7 +18,7 @@ from typing import Any
 from ..lazyre import lazy_re
 from .sizetree import SizeNode, build_tree
 from .sources import ImageData, Layer, LayerSource, iter_layer_members
-from .tarscan import Member
+from .tarscan import ContentFilter, Member
 from .weights import WeightRules, select_weights
 
 _TORCH_VERSION_RE = lazy_re(r"""^cuda\s*(?::\s*\w+(?:\[[^\]]*\])?\s*)?=\s*['"]([\d.]+)['"]""", re.M)
@@ -225,9 +225,8 @@ def _scan_in_parallel(
     return sorted(scans, key=lambda scan: scan.report.index)
 
 
-def wants_content(name: str, size: int) -> bool:
-    """The few small files whose content the analysis reads (torch's CUDA version)."""
-    return size < 65536 and name.endswith("torch/version.py")
+# the few small files whose content the analysis reads (torch's CUDA version)
+wants_content = ContentFilter(("torch/version.py",), 65536)
 
 
 _DRIVER_LIBS = ("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so")
@@ -318,7 +317,6 @@ def scan_layer(
                 continue
         else:
             path = name
-            base = name[name.rfind("/") + 1 :]
         kind = member.type
         if kind != "file":
             if kind != "other":
@@ -341,25 +339,16 @@ def scan_layer(
             smallest_kept = largest[0][0] if len(largest) == 5 else -1
         if size >= threshold and path.lower().endswith(extensions):
             scan.weights.append((path, size))
-        if base.startswith(_DRIVER_LIBS) and "/compat/" not in path and "/stubs/" not in path:
-            scan.driver_libs.append((path, size))
-        if path.startswith("usr/local/cuda"):
-            if base == "nvcc" and "/bin/" in path:
-                scan.nvcc.append((path, size))
-            if base.endswith(".a"):
-                scan.static_libs_size += size
-            if _is_devel_only(path, base):
-                scan.devel_only_size += size
-            if _is_cuda_lib(path, base):
-                scan.cuda_files.append((path, size, False))
-        elif path.startswith(_NSIGHT):
-            scan.devel_only_size += size
-        elif base == "nvcc" and "/bin/" in path:
-            scan.nvcc.append((path, size))
-        if _NVIDIA_WHEELS in path:
-            scan.cuda_files.append((path, size, True))
-        if path.startswith(_CACHE_PREFIXES) or "/__pycache__/" in path:
-            scan.cache_files.append((path, size))
+        # every piece of evidence below names cuda, nvidia, nvcc or a cache in its path: four
+        # substring tests (C) pass over most files, instead of ten checks each
+        if (
+            "cuda" in path
+            or "nvidia" in path
+            or "nvcc" in path
+            or "__pycache__" in path
+            or path.startswith(_CACHE_PREFIXES)
+        ):
+            _evidence(scan, path, size)
         if member.data is not None:
             match = _TORCH_VERSION_RE.search(member.data.decode("utf-8", "replace"))
             if match:
@@ -548,6 +537,30 @@ def _size_trees(result: Analysis, scans: list[LayerScan], hidden: set[tuple[str,
         size = scan.report.size
         budget = max(16, TREE_NODES * size // total)
         scan.report.tree = build_tree(scan.added, category, budget, max(1, size // 500))
+
+
+def _evidence(scan: LayerScan, path: str, size: int) -> None:
+    """The CUDA, driver and cache evidence one file of the layer gives."""
+    base = path[path.rfind("/") + 1 :]
+    if base.startswith(_DRIVER_LIBS) and "/compat/" not in path and "/stubs/" not in path:
+        scan.driver_libs.append((path, size))
+    if path.startswith("usr/local/cuda"):
+        if base == "nvcc" and "/bin/" in path:
+            scan.nvcc.append((path, size))
+        if base.endswith(".a"):
+            scan.static_libs_size += size
+        if _is_devel_only(path, base):
+            scan.devel_only_size += size
+        if _is_cuda_lib(path, base):
+            scan.cuda_files.append((path, size, False))
+    elif path.startswith(_NSIGHT):
+        scan.devel_only_size += size
+    elif base == "nvcc" and "/bin/" in path:
+        scan.nvcc.append((path, size))
+    if _NVIDIA_WHEELS in path:
+        scan.cuda_files.append((path, size, True))
+    if path.startswith(_CACHE_PREFIXES) or "/__pycache__/" in path:
+        scan.cache_files.append((path, size))
 
 
 def _is_devel_only(path: str, base: str) -> bool:
