@@ -8,12 +8,15 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .context import LintContext
 from .dockerfile import Instruction, Stage
 from .installers import Install, PackageSpec, _conda_spec, parse_pip_spec
 from .lazyre import lazy_re
 from .shell import Command, Word, environment_value
+
+if TYPE_CHECKING:
+    from .facts import LintFacts
 
 MAX_REQUIREMENTS_BYTES = 1024 * 1024
 MAX_INCLUDE_DEPTH = 10
@@ -34,7 +37,7 @@ def _copy_parts(instr: Instruction) -> tuple[list[str], str] | None:
     return (sources, dest) if sources else None
 
 
-def context_file_for(ctx: LintContext, stage: Stage, instr: Instruction, image_path: str) -> Path | None:
+def context_file_for(ctx: LintFacts, stage: Stage, instr: Instruction, image_path: str) -> Path | None:
     """The file (or directory) in the build context that is at ``image_path`` when ``instr`` runs."""
     if ctx.context_dir is None:
         return None
@@ -74,7 +77,7 @@ def context_file_for(ctx: LintContext, stage: Stage, instr: Instruction, image_p
     return candidate
 
 
-def item_stage(ctx: LintContext, item: Instruction, default: Stage) -> Stage:
+def item_stage(ctx: LintFacts, item: Instruction, default: Stage) -> Stage:
     stage = ctx.stage_of(item)
     return stage if stage is not None else default
 
@@ -135,7 +138,7 @@ def _inside(root: Path, relative: str) -> Path | None:
     return path
 
 
-def display_path(ctx: LintContext, local: Path) -> str:
+def display_path(ctx: LintFacts, local: Path) -> str:
     """A context file's path as the user named the context: ``docker/requirements.txt``."""
     if ctx.context_dir is not None:
         try:
@@ -385,7 +388,7 @@ def _within(root: Path, path: Path) -> bool:
     return target == base or base in target.parents
 
 
-def cd_prefix(ctx: LintContext, instr: Instruction, command: Command) -> str:
+def cd_prefix(ctx: LintFacts, instr: Instruction, command: Command) -> str:
     """Where earlier `cd` commands of the same RUN left the shell when ``command`` runs
     (relative to WORKDIR, or absolute): `RUN cd server && pip install -r requirements.txt`."""
     cwd = ""
@@ -401,7 +404,7 @@ def cd_prefix(ctx: LintContext, instr: Instruction, command: Command) -> str:
     return cwd
 
 
-def pip_sources(ctx: LintContext, stage: Stage, instr: Instruction, install: Install) -> PipSources:
+def pip_sources(ctx: LintFacts, stage: Stage, instr: Instruction, install: Install) -> PipSources:
     """The specs a pip/uv install installs (command line and -r files) and what constrains them."""
     specs = list(install.packages)
     files: list[RequirementsFile] = []
@@ -449,7 +452,7 @@ def pip_sources(ctx: LintContext, stage: Stage, instr: Instruction, install: Ins
     return PipSources(specs, set(sources), files, sources, unread)
 
 
-def conda_files(ctx: LintContext, stage: Stage, instr: Instruction, cmd: Command) -> list[CondaFile]:
+def conda_files(ctx: LintFacts, stage: Stage, instr: Instruction, cmd: Command) -> list[CondaFile]:
     """The environment.yml / spec files a conda, mamba or micromamba command installs from."""
     if cmd.name not in ("conda", "mamba", "micromamba"):
         return []

@@ -22,9 +22,12 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .context import LintContext
 from .dockerfile import Instruction
+
+if TYPE_CHECKING:
+    from .facts import LintFacts
 
 MAX_ENTRIES = 200_000
 MAX_DOCKERIGNORE_BYTES = 1024 * 1024
@@ -334,18 +337,31 @@ def resolve_inside(root: Path, relative: str) -> Path | None:
     return _inside(base, relative)
 
 
-def resolve_in_context(ctx: LintContext, relative: str) -> Path | None:
+def resolve_in_context(ctx: LintFacts, relative: str) -> Path | None:
     """resolve_inside(ctx.context_dir, relative), the context's own real path found once per lint."""
     if ctx.context_dir is None:
         return None
-    known: dict[str, str | None] = ctx.cache.setdefault("context_realpath", {})
-    if "base" not in known:
-        try:
-            known["base"] = os.path.realpath(ctx.context_dir)
-        except (OSError, ValueError):
-            known["base"] = None
-    base = known["base"]
+    base = _context_realpath(ctx)
     return None if base is None else _inside(base, relative)
+
+
+def _context_realpath(ctx: LintFacts) -> str | None:
+    """The context directory's real path, found once per lint."""
+    known = ctx.memo(_context_realpath)
+    if None not in known:
+        try:
+            known[None] = os.path.realpath(ctx.context_dir) if ctx.context_dir is not None else None
+        except (OSError, ValueError):
+            known[None] = None
+    return known[None]
+
+
+def _context_ignore_rules(ctx: LintFacts, root: Path) -> list[IgnoreRule] | None:
+    """The context's .dockerignore rules (None: the context is no directory), read once per lint, not per COPY."""
+    known = ctx.memo(_context_ignore_rules)
+    if None not in known:
+        known[None] = ignore_rules(root, ctx.path if ctx.path != "-" else None) if root.is_dir() else None
+    return known[None]
 
 
 def _inside(base: str, relative: str) -> Path | None:
@@ -360,7 +376,7 @@ def _inside(base: str, relative: str) -> Path | None:
     return Path(path)
 
 
-def copied_files(ctx: LintContext, instr: Instruction) -> list[CopiedFile]:
+def copied_files(ctx: LintFacts, instr: Instruction) -> list[CopiedFile]:
     """Files a COPY/ADD without --from sends from the build context (empty without a context).
 
     A source named explicitly that is a symlink is followed only while it stays inside the
@@ -370,20 +386,16 @@ def copied_files(ctx: LintContext, instr: Instruction) -> list[CopiedFile]:
     """
     if ctx.context_dir is None or instr.flag("from") is not None or instr.heredocs:
         return []
-    cache: dict[int, list[CopiedFile]] = ctx.cache.setdefault("copied_files", {})
+    cache = ctx.memo(copied_files)
     if id(instr) in cache:
         return cache[id(instr)]
     root = ctx.context_dir
-    # the context's kind and .dockerignore are read once per lint, not per COPY
-    known: dict[str, list[IgnoreRule] | None] = ctx.cache.setdefault("context_ignore_rules", {})
-    if "rules" not in known:
-        known["rules"] = ignore_rules(root, ctx.path if ctx.path != "-" else None) if root.is_dir() else None
-    rules = known["rules"]
+    rules = _context_ignore_rules(ctx, root)
     if rules is None:
         return []
     # a directory is walked once per lint, however many COPYs send it (20 `COPY .` of a
     # 200,000-file context walked it 20 times and held 20 copies of the list)
-    walks: dict[str, list[CopiedFile]] = ctx.cache.setdefault("context_walks", {})
+    walks = ctx.memo(_walk)
     parts: list[list[CopiedFile]] = []
     budget = [MAX_ENTRIES]
     for source in copy_sources(instr):

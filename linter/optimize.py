@@ -501,8 +501,8 @@ def optimize(
     """
     config = config or Config()
     build_args = {**config.build_args, **(build_args or {})}
-    from .cudabuild import compile_signals
     from .engine import lint
+    from .facts.cuda import compile_signals
     from .rules.layer_hygiene import _BUILD_TOOL_RE
     from .rules.layering import cache_mount_targets
 

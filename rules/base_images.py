@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from gpulint import data
 from gpulint.buildcontext import pip_sources
 from gpulint.context import LintContext
-from gpulint.cudabuild import build_container, compile_signals, dev_environment, own_entry, workspace_entry
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.expand import expand
+from gpulint.facts.cuda import build_container, compile_signals, dev_environment, own_entry, workspace_entry
 from gpulint.finding import Edit, Finding, Fix, FixSafety, Severity
 from gpulint.gpubase import BaseInfo, classify, floating_tag_problem, is_gpu_image
 from gpulint.imageref import parse_image_ref

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 from gpulint import data
 from gpulint.context import LintContext
-from gpulint.cudabuild import repo_package
 from gpulint.dockerfile import Instruction, Stage
+from gpulint.facts.cuda import repo_package
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.installers import Install, PackageSpec, parse_pip_wheel
 from gpulint.rule import Rule, register

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from gpulint import data
 from gpulint.buildcontext import context_file_for
 from gpulint.context import LintContext
-from gpulint.cudabuild import (
+from gpulint.dockerfile import Instruction, Stage
+from gpulint.facts.cuda import (
     GENERIC_BUILDERS,
     CompileSignal,
     compile_signals,
@@ -18,7 +19,6 @@ from gpulint.cudabuild import (
     nvcc_probes,
     run_exports,
 )
-from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.frameworks import (
     Variant,
@@ -57,7 +57,7 @@ def _cmake_cuda_on(ctx: LintContext, signal: CompileSignal) -> bool:
     instr = ctx.dockerfile.instruction_at(signal.line)
     if instr is None or instr.keyword != "RUN":
         return True
-    exports = run_exports(instr)
+    exports = run_exports(ctx, instr)
     toggles: list[bool] = []
     for cmd in ctx.commands(instr):
         if cmd.name != "cmake" or cmd.line != signal.line:

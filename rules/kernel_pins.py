@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from gpulint import data
 from gpulint.buildcontext import RequirementsFile, context_file_for, display_path, read_requirements
 from gpulint.context import LintContext
-from gpulint.cudabuild import package_of_repo, repo_package
 from gpulint.dockerfile import Instruction, Stage
+from gpulint.facts.cuda import package_of_repo, repo_package
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.frameworks import (
     Variant,

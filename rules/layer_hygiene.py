@@ -13,8 +13,8 @@ from gpulint import data
 from gpulint.buildcontext import workdir_at
 from gpulint.context import LintContext
 from gpulint.contextfiles import copied_files, copy_sources, resolve_in_context, resolve_inside
-from gpulint.cudabuild import build_container, compile_signals, dev_environment, workspace_entry
 from gpulint.dockerfile import Instruction, Stage
+from gpulint.facts.cuda import build_container, compile_signals, dev_environment, workspace_entry
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.installers import UV_NO_CACHE_FLAGS, Install
 from gpulint.lazyre import lazy_re

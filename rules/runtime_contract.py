@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 
 from gpulint import data
 from gpulint.context import LintContext
-from gpulint.cudabuild import ARCH_VARIABLES, guarded, run_exports
 from gpulint.dockerfile import Instruction, Stage, raw_key_values
 from gpulint.edits import env_pair_edit
 from gpulint.expand import expand_word
+from gpulint.facts.cuda import ARCH_VARIABLES, guarded, run_exports
 from gpulint.finding import Finding, Fix, FixSafety, Severity
 from gpulint.frameworks import torch_variant
 from gpulint.lazyre import lazy_re
@@ -779,9 +779,9 @@ class GpuQueryAtBuild(Rule):
                         )
 
 
-def _arch_texts(instr: Instruction, cmd: Command | None) -> list[str]:
+def _arch_texts(ctx: LintContext, instr: Instruction, cmd: Command | None) -> list[str]:
     """Where an arch list can be given for this step: arguments, CMAKE_ARGS/NVCC flags, env."""
-    exports = run_exports(instr)
+    exports = run_exports(ctx, instr)
     names = ("CMAKE_ARGS", "NVCC_FLAGS", "NVCC_APPEND_FLAGS", "CUDAFLAGS", "CMAKE_CUDA_FLAGS")
     texts = [instr.scope.get(n) or "" for n in names] + [exports.get(n, "") for n in names]
     if cmd is not None:
@@ -792,7 +792,7 @@ def _arch_texts(instr: Instruction, cmd: Command | None) -> list[str]:
 
 def _arch_setting(ctx: LintContext, instr: Instruction, cmd: Command | None) -> str | None:
     """ "set", "native" (asks the build to detect the GPU), or None (no arch list)."""
-    exports = run_exports(instr)
+    exports = run_exports(ctx, instr)
     values: list[str] = []
     for name in ARCH_VARIABLES:
         for value in (
@@ -802,7 +802,7 @@ def _arch_setting(ctx: LintContext, instr: Instruction, cmd: Command | None) -> 
         ):
             if value:
                 values.append(f"{name}={value}")
-    values.extend(t for text in _arch_texts(instr, cmd) for t in text.split() if _ARCH_FLAG_RE.search(t))
+    values.extend(t for text in _arch_texts(ctx, instr, cmd) for t in text.split() if _ARCH_FLAG_RE.search(t))
     if not values:
         return None
     if all(_NATIVE_ARCH_RE.search(v) or v.rstrip("\"'").lower().endswith("=native") for v in values):
@@ -814,7 +814,7 @@ _CMAKE_CUDA_REASON = "configures a CUDA build with cmake"
 _CMAKE_OPTION_RE = lazy_re(r"^-D(\w+)(?::\w+)?=(\S+)$")
 
 
-def _cmake_project_detects(instr: Instruction, cmds: list[Command | None]) -> bool:
+def _cmake_project_detects(ctx: LintContext, instr: Instruction, cmds: list[Command | None]) -> bool:
     """Does this CMake configure turn on the CUDA build of a project whose CMakeLists.txt, given no arch
     list, asks for the build machine's GPU (data: cuda.cmake_native_arch_switches)? Other projects set
     their own default list, or CMake takes nvcc's: what they build for is not known from the Dockerfile."""
@@ -822,7 +822,7 @@ def _cmake_project_detects(instr: Instruction, cmds: list[Command | None]) -> bo
     native_off = False
     on = False
     for cmd in cmds:
-        for text in _arch_texts(instr, cmd):
+        for text in _arch_texts(ctx, instr, cmd):
             for word in text.split():
                 match = _CMAKE_OPTION_RE.match(word.strip("\"'"))
                 if match is None:
@@ -906,7 +906,7 @@ class CudaArchListMissing(Rule):
                 settings = {_arch_setting(ctx, instr, c) for c in cmds}
                 if "set" in settings:
                     continue
-                if "native" not in settings and not _cmake_project_detects(instr, cmds):
+                if "native" not in settings and not _cmake_project_detects(ctx, instr, cmds):
                     # the project's CMakeLists.txt picks the arch list when none is given: unknown here
                     reasons = [r for r in reasons if r != _CMAKE_CUDA_REASON]
                     if not reasons:
@@ -942,7 +942,7 @@ class CudaArchListMissing(Rule):
                 if cmd.name != "bazel" or not values or values[0] not in ("build", "test", "run"):
                     continue
                 configs = _option_values(values, ("--config",))
-                need = cmd.assignments.get("TF_NEED_CUDA") or run_exports(instr).get("TF_NEED_CUDA")
+                need = cmd.assignments.get("TF_NEED_CUDA") or run_exports(ctx, instr).get("TF_NEED_CUDA")
                 need = need or instr.scope.get("TF_NEED_CUDA")
                 cuda = next((c for c in configs if _BAZEL_CUDA_CONFIG_RE.match(c)), None)
                 if cuda is None and parse_bool(need or "") is not True:
