@@ -32,7 +32,7 @@ _PINNING_PART = lazy_re(
 
 @functools.cache
 def _floating_words() -> tuple[frozenset[str], frozenset[str]]:
-    words = data.load("base_images")["floating_tag_words"]
+    words = data.base_images()["floating_tag_words"]
     return frozenset(words["whole"]), frozenset(words["leading_or_trailing"])
 
 
@@ -76,7 +76,7 @@ class BaseInfo:
     @property
     def pin_hint(self) -> str:
         """How to pin this family's tags (data: base_images.pin_hints)."""
-        hints: dict[str, str] = data.load("base_images")["pin_hints"]
+        hints: dict[str, str] = data.base_images()["pin_hints"]
         return hints.get(self.family, hints["other"])
 
     @property
@@ -111,7 +111,7 @@ def _tool_versioned_tag(ref: ImageRef) -> str | None:
     """The tool whose version a tag of this repository should start with, when it does not
     (ghcr.io/astral-sh/uv:python3.12-bookworm is the newest uv on that base; data:
     base_images.tool_versioned_tags)."""
-    entry = data.load("base_images")["tool_versioned_tags"].get(ref.full_name)
+    entry = data.base_images()["tool_versioned_tags"].get(ref.full_name)
     if entry is None or ref.tag is None or re.match(entry["version"], ref.tag):
         return None
     tool: str = entry["tool"]
@@ -125,7 +125,7 @@ def _tag_words(tag: str | None) -> set[str]:
 def is_gpu_image(ref: ImageRef, info: BaseInfo | None = None) -> bool:
     """A known GPU base, or an image that only runs on an NVIDIA GPU (data: compose.gpu_images):
     one answer for Dockerfiles, compose files and Kubernetes manifests."""
-    facts = data.load("compose")
+    facts = data.compose()
     info = info or classify(ref)
     words = _tag_words(ref.tag)
     if info.gpu:
@@ -142,7 +142,7 @@ def is_gpu_image(ref: ImageRef, info: BaseInfo | None = None) -> bool:
 
 @functools.cache
 def _nvidia_tag_word() -> re.Pattern[str]:
-    return re.compile("|".join(data.load("compose")["gpu_images"]["nvidia_tag_words"]))
+    return re.compile("|".join(data.compose()["gpu_images"]["nvidia_tag_words"]))
 
 
 @functools.cache
@@ -154,7 +154,7 @@ def _repos(key: str) -> frozenset[str]:
 def classify(ref: ImageRef) -> BaseInfo:
     full = ref.full_name
     tag = ref.tag
-    tables = data.load("base_images")
+    tables = data.base_images()
     no_tag = tag is None and ref.digest is None
     if full in _repos("cuda_repositories"):
         if tag is None:

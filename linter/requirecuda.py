@@ -257,7 +257,7 @@ def toolkit_driver(cuda: str) -> str | None:
     A point release the table does not list gets the driver of the nearest listed release
     of the same X.Y below it (drivers never go down within an X.Y).
     """
-    table: dict[str, str] = data.load("cuda")["toolkit_driver"]
+    table: dict[str, str] = data.cuda()["toolkit_driver"]
     if cuda in table:
         return table[cuda]
     parts = cuda.split(".")
@@ -287,7 +287,7 @@ def driver_needed(cuda: str) -> str | None:
 
 def cuda_for_driver(driver: str) -> str | None:
     """The newest CUDA X.Y whose (GA) toolkit driver this driver meets: what ``cuda>=X.Y`` is checked against."""
-    table: dict[str, str] = data.load("cuda")["toolkit_driver"]
+    table: dict[str, str] = data.cuda()["toolkit_driver"]
     best: str | None = None
     for cuda, minimum in table.items():
         if cuda.count(".") != 1:
@@ -299,7 +299,7 @@ def cuda_for_driver(driver: str) -> str | None:
 
 def mvc_range(cuda: str) -> tuple[str, str | None] | None:
     """(lowest driver, first driver branch beyond) of minor-version compatibility for this CUDA major."""
-    table = data.load("cuda")["minor_version_compat"]
+    table = data.cuda()["minor_version_compat"]
     entry = table.get(cuda.split(".")[0])
     if not entry:
         return None
@@ -315,7 +315,7 @@ def mvc_floor(cuda: str) -> str | None:
 
 def image_require_cuda(cuda: str) -> str | None:
     """NVIDIA_REQUIRE_CUDA as nvidia/cuda images of this version set it (None: not in the table)."""
-    table = data.load("cuda").get("require_cuda", {})
+    table = data.cuda().get("require_cuda", {})
     entry = table.get(cuda) or (table.get(major_minor(cuda)) if cuda.count(".") >= 1 else None)
     if entry is None:
         return None

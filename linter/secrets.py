@@ -22,7 +22,7 @@ REDACTED = "***"
 
 @functools.cache
 def _token_re() -> re.Pattern[str]:
-    formats: dict[str, str] = data.load("secrets")["token_formats"]
+    formats: dict[str, str] = data.secrets()["token_formats"]
     return re.compile("|".join(f"(?:{p})" for p in formats.values()))
 
 
@@ -118,7 +118,7 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def is_secret_name(name: str) -> bool:
     """Whether a variable named ``name`` holds a credential (cached: asked for every assignment
     of every line, and the patterns are fnmatch globs)."""
-    table = data.load("secrets")["names"]
+    table = data.secrets()["names"]
     upper = name.upper()
     if upper in table["not_secret"] or any(upper.endswith(s) for s in table["not_secret_suffixes"]):
         return False
