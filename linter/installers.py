@@ -7,6 +7,7 @@ import os
 import re
 import urllib.parse
 from dataclasses import dataclass, field
+from typing import Literal
 
 from . import data
 from .lazyre import lazy_re
@@ -24,12 +25,12 @@ _SPEC_PART_RE = lazy_re(r"^\s*[^\s\[<>=!~;@]+\s*(?:\[[^\]]*\])?\s*(?P<spec>[^@]*
 _SDIST_RE = lazy_re(r"^(?P<name>[A-Za-z0-9_.-]+?)-(?P<version>\d[^-]*)\.(?:tar\.gz|zip|tar\.bz2)$")
 
 # which options take a value: pip's and uv's own option tables (rules/data/installers.yaml)
-_OPTION_TABLES = data.load("installers")
+_OPTION_TABLES = data.installers()
 _PIP_VALUES = frozenset(_OPTION_TABLES["pip"]["value"]) | frozenset(_OPTION_TABLES["pip"]["removed_value"])
 _UV_TABLES = {
     command: (frozenset(table["value"]), frozenset(table["flag"]))
     for command, table in _OPTION_TABLES["uv"].items()
-    if command != "global_value"
+    if not isinstance(table, list)  # "global_value": the options of every subcommand
 }
 # pip's options with a value, and those of `uv pip install` (for code that reads either)
 PIP_VALUE_OPTIONS = _PIP_VALUES | _UV_TABLES["pip install"][0]
@@ -101,9 +102,14 @@ class PackageSpec:
     source: str | None = None  # file the spec was read from (None: the Dockerfile)
 
 
+# The package managers an Install comes from: uv, pip3, python -m pip are "pip"; mamba, micromamba are
+# "conda"; dnf, microdnf, tdnf are "yum". A Literal, so mypy's strict equality flags a misspelt comparison.
+Manager = Literal["apt", "yum", "apk", "pip", "conda"]
+
+
 @dataclass
 class Install:
-    manager: str  # apt | yum | apk | pip | conda
+    manager: Manager
     tool: str  # the program as written: apt-get, pip3, uv, micromamba...
     command: Command
     packages: list[PackageSpec] = field(default_factory=list)
@@ -260,7 +266,7 @@ def _split_options(
 
 
 def _generic(
-    cmd: Command, manager: str, verbs: tuple[str, ...], value_options: frozenset[str], make_spec: object
+    cmd: Command, manager: Manager, verbs: tuple[str, ...], value_options: frozenset[str], make_spec: object
 ) -> Install | None:
     options, positional = _split_options(cmd.args, value_options)
     if not positional or positional[0].value not in verbs:
@@ -394,8 +400,13 @@ def _conda_spec(word: Word) -> PackageSpec:
 PIP_LONG_OPTIONS: tuple[str, ...] = tuple(
     sorted(
         str(o)
-        for key in ("value", "flag", "removed_value", "removed_flag")
-        for o in _OPTION_TABLES["pip"].get(key, [])
+        for options in (
+            _OPTION_TABLES["pip"]["value"],
+            _OPTION_TABLES["pip"]["flag"],
+            _OPTION_TABLES["pip"]["removed_value"],
+            _OPTION_TABLES["pip"]["removed_flag"],
+        )
+        for o in options
         if str(o).startswith("--")
     )
 )
