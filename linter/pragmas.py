@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from .dockerfile import Dockerfile, Instruction
 from .lazyre import lazy_re
 
-_PRAGMA_RE = lazy_re(
+PRAGMA_RE = lazy_re(
     r"^\s*gpulint\s*:\s*(ignore|ignore-file)\s*=\s*([^\s]+(?:\s*,\s*[^\s,]+)*)\s*(?:--\s*(.*))?$", re.I
 )
 
@@ -52,7 +52,7 @@ def parse_pragmas(df: Dockerfile) -> list[Pragma]:
 
 
 def _pragma(line: int, text: str) -> Pragma | None:
-    match = _PRAGMA_RE.match(text)
+    match = PRAGMA_RE.match(text)
     if not match:
         return None
     names = [n.strip() for n in match.group(2).split(",") if n.strip()]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import pkgutil
 import re
 import textwrap
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from .finding import Edit, Finding, Fix, FixSafety, Severity
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
     from .config import Config
     from .context import LintContext
     from .dockerfile import Instruction
+    from .image.analysis import Analysis
+    from .image.checks import ImageEvidence
     from .manifests import ManifestContext
 
 
@@ -42,6 +45,35 @@ class Rule:
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         raise NotImplementedError
+
+    # -- optional: what the rule says about inputs other than a Dockerfile ---------------
+    # The other inputs a rule judges are asked of it through these, so that everything about
+    # one rule stays in its module: the engine, the manifest runner and `gpulint image` name
+    # no rule code.
+
+    # The manifest kinds ("compose", "kubernetes") whose files :meth:`check_manifest` judges.
+    manifest_kinds: ClassVar[frozenset[str]] = frozenset()
+    # True: `gpulint image` runs the Dockerfile check on the image's history commands too.
+    checks_image_history: ClassVar[bool] = False
+    # `gpulint image`: the caches in an image (names as gpulint.image.analysis finds them)
+    # whose bytes this rule reports, and whether it owns the bytes later layers hide.
+    image_caches: ClassVar[tuple[str, ...]] = ()
+    owns_hidden_bytes: ClassVar[bool] = False
+    # How the image report's savings chart names this rule's fix ("": the summary).
+    saving_label: ClassVar[str] = ""
+
+    def check_manifest(self, ctx: ManifestContext) -> Iterator[Finding]:
+        """Findings in a compose/Kubernetes file of a kind in :attr:`manifest_kinds`."""
+        return iter(())
+
+    def check_image(self, image: ImageEvidence) -> Iterator[Finding]:
+        """Findings from a built image's config and layers (`gpulint image`); most rules have none."""
+        return iter(())
+
+    @classmethod
+    def image_saving(cls, analysis: Analysis) -> int:
+        """Bytes (uncompressed) that fixing this rule would take out of the image; 0: none known."""
+        return 0
 
     # -- helpers for rule authors ---------------------------------------
     def finding(
@@ -194,22 +226,6 @@ def make_fix(description: str, safety: FixSafety, *edits: Edit) -> Fix:
     return Fix(description=description, safety=safety, edits=tuple(edits))
 
 
-# Checks of Dockerfile rules that also judge manifests (GL103 for images, GL001/GL002):
-# code -> function(rule instance, ctx). Filled in by the rule modules; kept here, not in
-# gpulint.manifests, so that a Dockerfile rule module registers one without importing the
-# manifest model.
-ManifestCheck = Callable[[Rule, "ManifestContext"], Iterator[Finding]]
-MANIFEST_CHECKS: dict[str, ManifestCheck] = {}
-
-
-def manifest_check(code: str) -> Callable[[ManifestCheck], ManifestCheck]:
-    def register(func: ManifestCheck) -> ManifestCheck:
-        MANIFEST_CHECKS[code] = func
-        return func
-
-    return register
-
-
 _REGISTRY: dict[str, type[Rule]] = {}
 _LOADED = False
 _DOCKERFILE_LOADED = False
@@ -235,27 +251,48 @@ def register(cls: type[Rule]) -> type[Rule]:
     return cls
 
 
-def _rule_modules() -> list[str]:
+# A rule module's name in its family package: glNNN_<slug>.py (the family's shared helpers live
+# beside it under other names and are imported by the rules that use them).
+_RULE_MODULE = re.compile(r"^gl\d{3}_")
+
+
+def _rule_modules() -> list[tuple[str, str]]:
+    """(family, module) of every rule module: the family packages' glNNN_ modules, and the
+    modules directly in gpulint.rules (family = their own name) not yet in a family."""
     package = importlib.import_module("gpulint.rules")
-    return [info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_")]
+    out: list[tuple[str, str]] = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_") or info.name == "data":
+            continue
+        if not info.ispkg:
+            out.append((info.name, f"gpulint.rules.{info.name}"))
+            continue
+        # listed, not imported: a Dockerfile lint does not import the manifest-only families
+        family_path = [os.path.join(path, info.name) for path in package.__path__]
+        out += [
+            (info.name, f"gpulint.rules.{info.name}.{sub.name}")
+            for sub in pkgutil.iter_modules(family_path)
+            if _RULE_MODULE.match(sub.name)
+        ]
+    return out
 
 
 def all_rules() -> list[type[Rule]]:
     """Every registered rule, sorted by code (imports gpulint.rules once)."""
     global _LOADED
     if not _LOADED:
-        for name in _rule_modules():
-            importlib.import_module(f"gpulint.rules.{name}")
+        for _family, module in _rule_modules():
+            importlib.import_module(module)
         _LOADED = True
     return [_REGISTRY[code] for code in sorted(_REGISTRY)]
 
 
-# The rule modules (in gpulint.rules) whose rules judge only compose/Kubernetes files, which a
-# Dockerfile lint does not import, with what it still needs to know of their rules - to tell a
+# The rule families (packages in gpulint.rules) whose rules judge only compose/Kubernetes files,
+# which a Dockerfile lint does not import, with what it still needs to know of their rules - to tell a
 # pragma or selector naming one from a typo, and whether it is on: (code, slug, enabled by
 # default). tests/test_import_budget.py checks these against the rule classes.
 MANIFEST_ONLY: dict[str, tuple[tuple[str, str, bool], ...]] = {
-    "compose": (
+    "orchestration": (
         ("GL701", "gpu-service-without-reservation", True),
         ("GL702", "legacy-nvidia-runtime", True),
         ("GL703", "invalid-gpu-reservation", True),
@@ -270,9 +307,9 @@ def dockerfile_rules() -> list[type[Rule]]:
     families, whose modules (and the manifest model) a Dockerfile lint does not import."""
     global _DOCKERFILE_LOADED
     if not _DOCKERFILE_LOADED:
-        for name in _rule_modules():
-            if name not in MANIFEST_ONLY:
-                importlib.import_module(f"gpulint.rules.{name}")
+        for family, module in _rule_modules():
+            if family not in MANIFEST_ONLY:
+                importlib.import_module(module)
         _DOCKERFILE_LOADED = True
     skip = {code for names in MANIFEST_ONLY.values() for code, _slug, _on in names}
     return [_REGISTRY[code] for code in sorted(_REGISTRY) if code not in skip]

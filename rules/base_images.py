@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpulint import data
 from gpulint.buildcontext import pip_sources
@@ -16,6 +17,9 @@ from gpulint.gpubase import BaseInfo, classify, floating_tag_problem, is_gpu_ima
 from gpulint.imageref import parse_image_ref
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, make_fix, register
+
+if TYPE_CHECKING:
+    from gpulint.manifests import ManifestContext, Node
 
 
 @register
@@ -361,6 +365,11 @@ class UnpinnedBaseImage(Rule):
         FROM pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime
     """
 
+    manifest_kinds = frozenset({"compose", "kubernetes"})
+
+    def check_manifest(self, ctx: ManifestContext) -> Iterator[Finding]:
+        return _unpinned_images(self, ctx)
+
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.stages:
             ref = stage.image
@@ -456,3 +465,45 @@ def _image_column(ctx: LintContext, stage: Stage) -> int:
     text = lines[instr.line - 1]
     match = re.search(r"(?<=\s)" + re.escape(stage.base_text) + r"(?=\s|$)", text)
     return match.start() + 1 if match else 1
+
+
+def _unpinned_images(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
+    from gpulint.manifests import image_ref, node_finding
+
+    nodes: list[Node] = []
+    if ctx.kind == "compose":
+        for service in ctx.services:
+            if service.value("build") is None and service.value("image") is not None:
+                nodes.append(service.value("image"))  # type: ignore[arg-type]
+    else:
+        nodes = [c.image for c in ctx.containers if c.image is not None]
+    seen: set[int] = set()
+    for node in nodes:
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        ref = image_ref(node)
+        if ref is None:
+            continue
+        info = classify(ref)
+        gpu = is_gpu_image(ref, info) or info.gpu
+        problem = floating_tag_problem(ref, info, gpu)
+        if problem is None:
+            continue
+        name = node.described()
+        if gpu:
+            yield node_finding(
+                rule,
+                node,
+                f"GPU image {name} {problem}: the next CUDA/framework/server release changes what runs; {info.pin_hint}",
+                severity=Severity.ERROR,
+                help=info.pin_hint,
+            )
+        else:
+            yield node_finding(
+                rule,
+                node,
+                f"image {name} {problem}: what runs changes with every pull; pin a version tag (and a digest)",
+                severity=Severity.WARNING,
+                help="pin a version tag, and for reproducible deployments a digest (name:1.2.3@sha256:...)",
+            )

@@ -32,7 +32,7 @@ from gpulint.frameworks import (
 from gpulint.gpubase import BaseInfo
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
-from gpulint.rule import Rule, manifest_check, register
+from gpulint.rule import Rule, register
 from gpulint.shell import Command, Word
 from gpulint.uvproject import parse_uv_sync, pinned_index
 
@@ -1435,6 +1435,11 @@ class FrameworkReinstalledOverBase(Rule):
         FROM pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime
     """
 
+    manifest_kinds = frozenset({"compose", "kubernetes"})
+
+    def check_manifest(self, ctx: ManifestContext) -> Iterator[Finding]:
+        return _ray_runtime_env_torch(self, ctx)
+
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.stages:
             yield from self._dragged_up(ctx, stage)
@@ -1742,48 +1747,6 @@ def _replaces(install: Install, spec: PackageSpec, family: str, base_version: st
 _RAY_RUNTIME_ENV_KEYS = {"RayService": "serveConfigV2", "RayJob": "runtimeEnvYAML"}
 
 
-@manifest_check("GL109")
-def _ray_runtime_env_torch(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
-    """A RayService/RayJob whose runtime_env pip pins a torch (or vllm/xformers, which pin one exact
-    torch) on a Ray image that ships torch (rayproject/ray-ml): every worker start installs that torch
-    over the image's, with its CUDA wheels."""
-    from gpulint.imageref import parse_image_ref
-
-    if ctx.kind != "kubernetes":
-        return
-    torch_images = set(data.load("base_images")["torch_images"])
-    pins: dict[str, dict[str, str]] = data.load("kernels")["torch_pins"]
-    for yfile in ctx.files.values():
-        for doc in yfile.documents:
-            kind = doc.text_at("kind") if doc.is_map else None
-            key = _RAY_RUNTIME_ENV_KEYS.get(kind or "")
-            block = doc.get("spec", key) if key else None
-            if block is None or not block.is_scalar or not block.style.startswith("|"):
-                continue  # a literal block keeps its lines, so a line inside it maps onto the file
-            images = [
-                c.image.text() or ""
-                for c in ctx.containers
-                if c.image is not None and c.workload == f"{kind}/{doc.text_at('metadata', 'name')}"
-            ]
-            shipped = next((i for i in images if parse_image_ref(i).repository in torch_images), None)
-            if shipped is None:
-                continue
-            for line, requirement in _runtime_env_pip(block.text() or "", kind == "RayJob"):
-                name, version = requirement
-                torch = version if name == "torch" else pins.get(name, {}).get(version)
-                if torch is None:
-                    continue
-                how = "" if name == "torch" else f", which pins torch=={torch},"
-                yield rule.finding_at(
-                    block.path,
-                    block.line + 1 + line,
-                    f"runtime_env pip installs {name}=={version}{how} on {shipped}, which already ships torch: "
-                    f"every worker start downloads torch {torch} and its CUDA wheels into the job's environment "
-                    "over the image's torch (unless it is that exact release), and the image's compiled "
-                    "extensions no longer match it; use an image that has the torch (and vllm) you need",
-                )
-
-
 def _runtime_env_pip(text: str, top_level: bool) -> list[tuple[int, tuple[str, str]]]:
     """(0-based line in ``text``, (name, exact version)) of each ``name==version`` in the runtime_env
     pip lists of a Ray Serve config (``applications[].runtime_env``) or a RayJob runtime env."""
@@ -1829,3 +1792,44 @@ def _runtime_env_pip(text: str, top_level: bool) -> list[tuple[int, tuple[str, s
                 name = re.sub(r"[-_.]+", "-", match.group(1)).lower()
                 out.append((item.start_mark.line, (name, match.group(2).split("+")[0])))
     return out
+
+
+def _ray_runtime_env_torch(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
+    """A RayService/RayJob whose runtime_env pip pins a torch (or vllm/xformers, which pin one exact
+    torch) on a Ray image that ships torch (rayproject/ray-ml): every worker start installs that torch
+    over the image's, with its CUDA wheels."""
+    from gpulint.imageref import parse_image_ref
+
+    if ctx.kind != "kubernetes":
+        return
+    torch_images = set(data.load("base_images")["torch_images"])
+    pins: dict[str, dict[str, str]] = data.load("kernels")["torch_pins"]
+    for yfile in ctx.files.values():
+        for doc in yfile.documents:
+            kind = doc.text_at("kind") if doc.is_map else None
+            key = _RAY_RUNTIME_ENV_KEYS.get(kind or "")
+            block = doc.get("spec", key) if key else None
+            if block is None or not block.is_scalar or not block.style.startswith("|"):
+                continue  # a literal block keeps its lines, so a line inside it maps onto the file
+            images = [
+                c.image.text() or ""
+                for c in ctx.containers
+                if c.image is not None and c.workload == f"{kind}/{doc.text_at('metadata', 'name')}"
+            ]
+            shipped = next((i for i in images if parse_image_ref(i).repository in torch_images), None)
+            if shipped is None:
+                continue
+            for line, requirement in _runtime_env_pip(block.text() or "", kind == "RayJob"):
+                name, version = requirement
+                torch = version if name == "torch" else pins.get(name, {}).get(version)
+                if torch is None:
+                    continue
+                how = "" if name == "torch" else f", which pins torch=={torch},"
+                yield rule.finding_at(
+                    block.path,
+                    block.line + 1 + line,
+                    f"runtime_env pip installs {name}=={version}{how} on {shipped}, which already ships torch: "
+                    f"every worker start downloads torch {torch} and its CUDA wheels into the job's environment "
+                    "over the image's torch (unless it is that exact release), and the image's compiled "
+                    "extensions no longer match it; use an image that has the torch (and vllm) you need",
+                )

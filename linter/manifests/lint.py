@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..config import Config
 from ..finding import Finding, Severity
-from ..rule import MANIFEST_CHECKS, Rule, enabled_rules, rule_url
+from ..rule import Rule, enabled_rules, rule_url
 from ..runner import (
     LintResult,
     RuleCrash,
@@ -25,12 +25,13 @@ from .yamlmodel import ManifestError, Node, parse_yaml
 
 if TYPE_CHECKING:
     from ..context import LintContext
+    from ..imageref import ImageRef
 
 
 class ManifestRule(Rule):
     """A rule that judges compose/Kubernetes files: it implements :meth:`check_manifest`."""
 
-    kinds: ClassVar[frozenset[str]] = frozenset({"compose", "kubernetes"})
+    manifest_kinds: ClassVar[frozenset[str]] = frozenset({"compose", "kubernetes"})
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         return iter(())  # nothing to say about a Dockerfile
@@ -78,6 +79,19 @@ def node_finding(
         help=redact_secrets(help if help is not None else rule.short_help()),
         url=rule_url(rule.code),
     )
+
+
+def image_ref(node: Node | None) -> ImageRef | None:
+    """The valid image reference a YAML node writes (``image:``), if it resolves to one."""
+    if node is None or node.unresolved:
+        return None
+    text = (node.text() or "").strip()
+    if not text:
+        return None
+    from ..imageref import parse_image_ref
+
+    ref = parse_image_ref(text)
+    return ref if ref.valid else None
 
 
 # -- the lint run --------------------------------------------------------------------------
@@ -129,16 +143,11 @@ def lint_manifest(
 
     findings: list[Finding] = []
     for cls in enabled_rules(config):
+        if kind not in cls.manifest_kinds:
+            continue
         rule = cls()
         try:
-            if isinstance(rule, ManifestRule):
-                if kind not in rule.kinds:
-                    continue
-                produced = list(rule.check_manifest(ctx))
-            elif cls.code in MANIFEST_CHECKS:
-                produced = list(MANIFEST_CHECKS[cls.code](rule, ctx))
-            else:
-                continue
+            produced = list(rule.check_manifest(ctx))
         except Exception as exc:
             crash = RuleCrash(cls.code, path, exc)
             if on_crash is None:

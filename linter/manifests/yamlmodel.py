@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..discovery import MAX_MANIFEST_BYTES
-from ..pragmas import _PRAGMA_RE, Pragma
+from ..pragmas import PRAGMA_RE, Pragma
 
 # Compose files are kilobytes, one application's manifests rarely 100 KB; PyYAML composes
 # about a megabyte a second, so a bigger file is refused rather than linted slowly.
@@ -357,7 +357,7 @@ def _pragmas(yfile: YamlFile, lines: list[str]) -> list[Pragma]:
     whole = {line for line, _col, _text, full in yfile.comments if full}
     out: list[Pragma] = []
     for line, _col, text, full in yfile.comments:
-        match = _PRAGMA_RE.match(text)
+        match = PRAGMA_RE.match(text)
         if not match:
             continue
         names = [n.strip() for n in match.group(2).split(",") if n.strip()]

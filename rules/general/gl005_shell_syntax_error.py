@@ -1,4 +1,4 @@
-"""GL005: a RUN whose shell script is cut short, which /bin/sh rejects before running anything."""
+"""GL005 shell-syntax-error: A RUN's shell script is cut short: /bin/sh rejects it and the build fails."""
 
 from __future__ import annotations
 

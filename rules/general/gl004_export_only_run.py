@@ -1,4 +1,4 @@
-"""GL004: a RUN that only exports variables, which end with its shell."""
+"""GL004 export-only-run: A RUN only exports variables: they are gone when its shell exits."""
 
 from __future__ import annotations
 

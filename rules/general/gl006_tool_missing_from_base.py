@@ -1,4 +1,4 @@
-"""GL006: a RUN needs what the image lacks: pip, wget or curl on nvidia/cuda; apt package lists."""
+"""GL006 tool-missing-from-base: A RUN needs what the image does not have: pip, wget or curl on nvidia/cuda, or apt's package lists."""
 
 from __future__ import annotations
 

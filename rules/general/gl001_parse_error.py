@@ -1,16 +1,19 @@
-"""GL0xx: problems with the input itself and with gpulint's own pragmas and config."""
+"""GL001 parse-error: The file cannot be read as a Dockerfile."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpulint.context import LintContext
 from gpulint.dockerfile import KNOWN_INSTRUCTIONS, Instruction
 from gpulint.finding import Finding, Severity
 from gpulint.lazyre import lazy_re
-from gpulint.pragmas import _PRAGMA_RE, unread_pragmas
-from gpulint.rule import Rule, register, selector_known
+from gpulint.rule import Rule, register
+
+if TYPE_CHECKING:
+    from gpulint.manifests import ManifestContext
+
 
 # instructions Docker refuses without arguments, and what it says
 _NEEDS_ARGUMENT = {
@@ -25,10 +28,6 @@ _NEEDS_ARGUMENT = {
     "ONBUILD": "ONBUILD requires at least one argument",
 }
 _UNKNOWN_RE = lazy_re(r"^unknown instruction '([^']*)'$")
-# a comment that tries to be a gpulint directive
-_DIRECTIVE_ATTEMPT_RE = lazy_re(
-    r"^\s*gpulint\s*:?\s*(ignore[-_]?file|ignore|disable[-_]?file|disable|noqa|skip|nolint|off)\b", re.I
-)
 
 
 @register
@@ -63,6 +62,11 @@ class ParseError(Rule):
         FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
         RUN pip install torch==2.4.1
     """
+
+    manifest_kinds = frozenset({"compose", "kubernetes"})
+
+    def check_manifest(self, ctx: ManifestContext) -> Iterator[Finding]:
+        return _manifest_problems(self, ctx)
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         df = ctx.dockerfile
@@ -119,89 +123,20 @@ def _argument_problem(instr: Instruction) -> str | None:
     return None
 
 
-@register
-class UnknownRuleInIgnore(Rule):
-    code = "GL002"
-    slug = "unknown-rule-in-ignore"
-    severity = Severity.WARNING
-    summary = "An inline ignore names a rule that does not exist, or is no pragma gpulint reads"
-    what = """
-        Reports `# gpulint: ignore=...` pragmas that name no rule (neither a code, a
-        code prefix such as `GL5`, nor a slug), and comments that look like a pragma
-        but are not one gpulint reads. Unknown names in the config or on the command
-        line are not findings: they stop the run (exit 2).
-    """
-    why = """
-        A typo in an ignore silently ignores nothing: the finding you meant to
-        silence comes back, or a rule you meant to turn off stays on.
-    """
-    example = """
-        # gpulint: ignore=GL1010
-        FROM nvidia/cuda:12.4.1-devel-ubuntu22.04
-    """
-    instead = """
-        Name the rule by its code or slug (`gpulint rules` lists them):
+def _manifest_problems(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
+    from gpulint.manifests import node_finding
 
-        # gpulint: ignore=GL101 -- we compile kernels at start-up
-        FROM nvidia/cuda:12.4.1-devel-ubuntu22.04
-    """
-
-    def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for pragma in ctx.pragmas:
-            for name in pragma.names:
-                if not selector_known(name):
-                    yield self.finding(
-                        ctx,
-                        f"`{name}` in this {pragma.kind} pragma is not a gpulint rule",
-                        line=pragma.line,
-                    )
-        for line, text in ctx.dockerfile.comments:
-            if _DIRECTIVE_ATTEMPT_RE.match(text) and not _PRAGMA_RE.match(text):
-                yield self.finding(
-                    ctx,
-                    f"`#{text.rstrip()}` is not a gpulint pragma, so it suppresses nothing: write "
-                    "`# gpulint: ignore=CODE[,CODE] -- reason` (or `ignore-file=`)",
-                    line=line,
-                )
-        for line, text, where in unread_pragmas(ctx.dockerfile, ctx.pragmas):
-            if where.endswith("RUN line"):
-                advice = (
-                    "is not a gpulint pragma, so it suppresses nothing: write "
-                    "`# gpulint: ignore=CODE[,CODE] -- reason` at the end of the RUN's last line "
-                    "or on a line of its own before it"
-                )
-            else:
-                advice = (
-                    f"{where} is not read by gpulint, so it suppresses nothing: "
-                    "put it on a line of its own before the instruction"
-                )
-            yield self.finding(ctx, f"`#{text.rstrip()}` {advice}", line=line)
-
-
-@register
-class UnusedIgnore(Rule):
-    code = "GL003"
-    slug = "unused-ignore"
-    severity = Severity.INFO
-    enabled_by_default = False
-    summary = "An inline ignore suppressed nothing"
-    what = """
-        Reports a rule named in a `# gpulint: ignore=` or `ignore-file=` pragma that
-        suppressed no finding. The engine decides this after all rules ran.
-    """
-    why = """
-        Stale ignores hide future regressions: when the line changes again, the
-        pragma silently swallows a real finding.
-    """
-    example = """
-        # gpulint: ignore=GL101
-        FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
-    """
-    instead = """
-        Delete the pragma that suppresses nothing:
-
-        FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
-    """
-
-    def check(self, ctx: LintContext) -> Iterator[Finding]:
-        return iter(())  # computed by the engine once suppression is known
+    for node, path, message in ctx.problems:
+        if node is not None:
+            yield node_finding(rule, node, message, help="fix the file so that docker compose can load it")
+        else:
+            yield rule.finding_at(path, 1, message)
+    for node, message in ctx.missing_builds:
+        # the compose file itself loads; only the Dockerfile it names is not there (yet)
+        yield node_finding(
+            rule,
+            node,
+            message,
+            severity=Severity.WARNING,
+            help="point build.dockerfile at the Dockerfile the service builds, or create it before linting",
+        )

@@ -1,0 +1,1 @@
+"""GL0xx: the file itself - parse errors, pragmas, shell syntax, tools the base lacks."""
