@@ -1,4 +1,4 @@
-"""GL605: downloads whose TLS certificate or package signature checks are turned off."""
+"""GL605 insecure-download: A download turns off TLS certificate or package signature checks."""
 
 from __future__ import annotations
 
