@@ -8,30 +8,23 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
 from ..finding import Finding, Severity
 from ..requirecuda import Host, cuda_for_driver, driver_needed, evaluate
-from ..rule import find_rule, rule_url
+from ..rule import Rule, all_rules, find_rule, rule_url
+from ..sizes import human
 from .analysis import Analysis
+
+__all__ = ["ImageEvidence", "env_of", "history_dockerfile", "human", "image_findings"]
 
 # Rules whose Dockerfile checks make sense on the image's history commands.
 HISTORY_RULES = (
     "GL201", "GL202", "GL203", "GL205", "GL301", "GL401", "GL402", "GL403", "GL404", "GL406",
     "GL407", "GL601", "GL603",
 )  # fmt: skip
-
-
-def human(size: int | None) -> str:
-    if size is None:
-        return "unknown"
-    value = float(size)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if value < 1000 or unit == "TB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1000
-    return f"{size} B"
 
 
 def env_of(config: dict[str, Any]) -> dict[str, str]:
@@ -41,6 +34,39 @@ def env_of(config: dict[str, Any]) -> dict[str, str]:
             key, _, value = item.partition("=")
             env[key] = value
     return env
+
+
+@dataclass
+class ImageEvidence:
+    """What a rule's ``check_image`` sees of an image: the analysis of its config and layers,
+    the config's Env, and the lint config (``min_driver``...)."""
+
+    analysis: Analysis
+    config: Config
+    env: dict[str, str]
+
+    @property
+    def source(self) -> str:
+        return self.analysis.image.source
+
+    def layer_text(self, index: int) -> str:
+        """``layer 3 (pip install torch...)``: a layer as a message names it."""
+        created = self.analysis.layers[index].created_by if index < len(self.analysis.layers) else ""
+        created = re.sub(r"^/bin/sh -c (#\(nop\)\s*)?", "", created).strip()
+        return f"layer {index + 1}" + (f" ({created[:80]})" if created else "")
+
+    def finding(self, rule: Rule, line: int, message: str, severity: Severity | None = None) -> Finding:
+        """A finding of ``rule`` at the image source; ``line`` is the 1-based layer it concerns."""
+        return Finding(
+            code=rule.code,
+            slug=rule.slug,
+            severity=severity or rule.severity,
+            message=message,
+            path=self.source,
+            line=max(line, 1),
+            help=rule.short_help(),
+            url=rule_url(rule.code),
+        )
 
 
 def _make(code: str, source: str, line: int, message: str, severity: Severity | None = None) -> Finding:
@@ -63,6 +89,10 @@ def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
     source = image.source
     env = env_of(image.config)
     out: list[Finding] = []
+    seen = ImageEvidence(analysis, config, env)
+    for cls in all_rules():
+        if cls.check_image is not Rule.check_image:
+            out.extend(cls().check_image(seen))
 
     def layer_text(index: int) -> str:
         created = analysis.layers[index].created_by if index < len(analysis.layers) else ""
@@ -145,24 +175,6 @@ def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
     if not analysis.walked:
         out.extend(_history_findings(analysis, config))
         return out
-    # GL302: one finding per model directory and layer (a sharded model is one problem, not 40)
-    groups: dict[tuple[str, int], list[Any]] = {}
-    for ref in analysis.weights:
-        groups.setdefault((ref.path.rpartition("/")[0], ref.layer), []).append(ref)
-    for (directory, layer), refs in groups.items():
-        if len(refs) == 1:
-            what = f"weight file /{refs[0].path} ({human(refs[0].size)})"
-        else:
-            refs.sort(key=lambda r: (-r.size, r.path))
-            names = ", ".join(r.path.rpartition("/")[2] for r in refs[:3]) + (
-                ", ..." if len(refs) > 3 else ""
-            )
-            what = f"model directory /{directory}: {len(refs)} weight files, {human(sum(r.size for r in refs))} ({names})"
-        out.append(
-            _make(
-                "GL302", source, layer + 1, f"{what} is baked into {layer_text(layer)}; mount it at run time"
-            )
-        )
     for ref in analysis.driver_libs:
         out.append(
             _make(

@@ -58,7 +58,6 @@ NEST_LEVELS = 2  # each view draws its children and, with room, two levels below
 SAVINGS_LABELS = {
     "GL101": "ship a runtime base, not the devel toolchain",
     "GL107": "keep one CUDA stack, not two",
-    "GL302": "mount the model weights at run time",
     "GL505": "delete files in the layer that makes them",
 }
 
@@ -362,7 +361,8 @@ def _savings(report: dict[str, Any]) -> list[tuple[str, str, int]]:
     out: list[tuple[str, str, int]] = []
     for code, size in report["savings"].items():
         rule = find_rule(code)
-        out.append((code, SAVINGS_LABELS.get(code) or (rule.summary if rule else code), int(size)))
+        label = (rule.saving_label or SAVINGS_LABELS.get(code) or rule.summary) if rule else code
+        out.append((code, label, int(size)))
     for name, size in report["caches"].items():
         out.append((CACHE_CODES.get(name, ""), f"remove the {name} in the layer that makes it", int(size)))
     if report["wasted_bytes"]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..finding import Finding
 from ..requirecuda import compare, driver_branch, driver_needed, mvc_range
+from ..rule import all_rules
 from .analysis import Analysis
 from .checks import env_of, human
 
@@ -52,14 +53,17 @@ def driver_text(cuda: dict[str, Any]) -> str:
 
 
 def savings(analysis: Analysis) -> dict[str, int]:
-    """Bytes (uncompressed) that fixing GL101, GL107 and GL302 would take out of the image."""
+    """Bytes (uncompressed) that fixing each rule would take out of the image, for the rules that
+    know (:meth:`gpulint.rule.Rule.image_saving`), in code order."""
     out: dict[str, int] = {}
     if analysis.nvcc and analysis.devel_only_size:
         out["GL101"] = analysis.devel_only_size
     if analysis.nvidia_wheels_size > 100_000_000 and analysis.cuda_libs_size > 100_000_000:
         out["GL107"] = min(analysis.nvidia_wheels_size, analysis.cuda_libs_size)
-    if analysis.weights:
-        out["GL302"] = sum(w.size for w in analysis.weights)
+    for cls in all_rules():
+        size = cls.image_saving(analysis)
+        if size:
+            out[cls.code] = size
     return out
 
 

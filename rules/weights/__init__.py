@@ -1,0 +1,1 @@
+"""GL3xx: model weights baked into images."""
