@@ -9,3 +9,8 @@ from __future__ import annotations
 
 class UserError(Exception):
     """One line for stderr, exit 2."""
+
+
+def exc_line(exc: BaseException) -> str:
+    """An exception as one line for a message: its text with blanks folded, else its class name."""
+    return " ".join(str(exc).split()) or exc.__class__.__name__

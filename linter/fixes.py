@@ -15,45 +15,33 @@ text (1-based line and column, end exclusive). This module turns them into a new
   with a message and never retried;
 - passes repeat until nothing is left to fix, so a second ``--fix`` changes nothing.
 
-Writing (:func:`write_fixed`) is atomic (a temporary file in the same directory, then
-``os.replace``) and keeps the BOM, the file mode and, where allowed, the owner; a file that
-changed on disk while it was being fixed is left alone.
-
-``GL104`` (digest pinning) is the one fix that needs the network: its rule cannot know the
-digest, so the finding carries an edit-less unsafe fix and this module resolves the digest
-from the registry (:func:`registry_digest`). An unreachable registry skips the fix with a
-message: a digest is never guessed.
+Reading and writing the files is :mod:`gpulint.fixfiles`. ``GL104`` (digest pinning) is the
+one fix that needs the network: its finding carries an edit-less unsafe fix and
+:mod:`gpulint.digestfix` resolves the digest from the registry (never guessed).
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
-import difflib
-import hashlib
 import itertools
-import os
 import re
-import tempfile
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import Config
+from .digestfix import DigestLookup, registry_digest, resolve_digest_fix
 from .dockerfile import Dockerfile, DockerfileError, parse_dockerfile
+from .errors import exc_line
 from .finding import Edit, Finding, Fix, FixSafety
 
 if TYPE_CHECKING:
     from .engine import LintResult
 
 MAX_PASSES = 100  # each pass applies at least one fix; the bound only guards against a rule that flip-flops
-BOM = b"\xef\xbb\xbf"
 # the fixes the engine computes itself (they need more than the Dockerfile: a registry)
 RESOLVED_FIXES = frozenset({"GL104"})
-
-DigestLookup = Callable[[str], str]
 
 
 class FixError(ValueError):
@@ -344,7 +332,7 @@ def fix_text(
     try:
         findings = _lint(current, settings)
     except Exception as exc:  # a crashing rule (the lint that follows reports it) or unreadable input
-        outcome.messages.append(f"{path}: not fixed: linting it failed ({_one_line(exc)})")
+        outcome.messages.append(f"{path}: not fixed: linting it failed ({exc_line(exc)})")
         return outcome
     first = findings  # the original's findings, for the whole-file check at the end
     rejected: set[tuple[str, str, str, str]] = set()
@@ -487,9 +475,6 @@ def _still_better(original: list[Finding], fixed: str, applied: list[Finding], s
     return all(after[c] <= before[c] - fixed_codes[c] for c in set(after) | set(fixed_codes))
 
 
-# -- GL104: digests from the registry -----------------------------------------------------
-
-
 def _resolve_digest_fix(
     text: str,
     finding: Finding,
@@ -497,167 +482,13 @@ def _resolve_digest_fix(
     resolved: dict[str, str | None],
     outcome: FixOutcome | None,
 ) -> Fix | None:
-    """The GL104 fix with its edit: ``@sha256:...`` after the FROM image, from the registry."""
-    try:
-        df = parse_dockerfile(text, settings.path, dict(settings.build_args or {}), settings.target)
-    except DockerfileError:
-        return None
-    stage = next((s for s in df.stages if s.from_instruction.line == finding.line), None)
+    """GL104's edit from the registry (:mod:`gpulint.digestfix`), its reasons for skipping as messages."""
 
     def note(message: str) -> None:
         if outcome is not None:
             outcome.messages.append(f"{settings.path}:{finding.line}: GL104 fix skipped: {message}")
 
-    if stage is None or stage.image is None or stage.image.digest or not stage.image.tag:
-        return None
-    written = stage.base_text
-    if "$" in written:
-        note(f"the image {written} comes from ARG values: pin the digest where the ARG is set")
-        return None
-    line = df.lines[finding.line - 1]
-    match = re.search(r"(?<=\s)" + re.escape(written) + r"(?=\s|$)", line)
-    if match is None:
-        note("the image reference is not on the FROM line")
-        return None
-    reference = str(stage.image)
-    if reference not in resolved:
-        lookup = settings.digest_lookup or registry_digest
-        try:
-            resolved[reference] = lookup(reference)
-        except Exception as exc:  # ImageError and anything the network throws: never guess
-            resolved[reference] = None
-            note(f"cannot get the digest of {reference} ({_one_line(exc)}); nothing guessed")
-            return None
-    digest = resolved[reference]
-    if digest is None:
-        return None
-    if not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-        note(f"the registry answered an unexpected digest {digest!r}")
-        return None
-    column = match.end() + 1
-    return Fix(
-        description=f"pin {reference} to {digest}",
-        safety=FixSafety.UNSAFE,
-        edits=(Edit(finding.line, column, finding.line, column, f"@{digest}"),),
+    lookup = settings.digest_lookup or registry_digest
+    return resolve_digest_fix(
+        text, finding, settings.path, settings.build_args, settings.target, lookup, resolved, note
     )
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or exc.__class__.__name__
-
-
-def registry_digest(reference: str, timeout: float = 15.0) -> str:
-    """The digest of the manifest (the index for multi-platform images) a tag points at.
-
-    Docker-Content-Digest when the registry sends it (checked against the bytes), else the
-    sha256 of the manifest as served. HTTPS only (a lint has no --tls-verify=false to ask for
-    less); ``GPULINT_REGISTRY_HTTP=1`` uses plain HTTP for every registry. The whole answer
-    comes within ``timeout`` seconds, however slowly the server sends it.
-    """
-    from .image.registry import (
-        MANIFEST_TYPES,
-        RegistryClient,
-        docker_config_credentials,
-        parse_reference,
-    )
-    from .image.sources import ImageError
-
-    host, repository, tag = parse_reference(reference)
-    credentials = docker_config_credentials(host)
-    insecure = os.environ.get("GPULINT_REGISTRY_HTTP") == "1"
-    client = RegistryClient(host, repository, credentials, timeout=timeout, insecure_http=insecure)
-
-    def fetch() -> tuple[bytes, str | None]:
-        response = client.request(f"manifests/{tag}", MANIFEST_TYPES, stream=True)
-        try:
-            body = client._read_bounded(response, "the manifest")
-        finally:
-            response.close()
-        return body, response.headers.get("Docker-Content-Digest")
-
-    try:
-        body, header = client.within_deadline("the manifest", fetch)
-    finally:
-        client._session.close()
-    computed = "sha256:" + hashlib.sha256(body).hexdigest()
-    if header and header.startswith("sha256:") and header != computed:
-        raise ImageError(f"{host}/{repository}: Docker-Content-Digest {header} does not match the manifest")
-    return computed
-
-
-# -- files ---------------------------------------------------------------------------------
-
-
-@dataclass
-class SourceFile:
-    """A Dockerfile as read from disk, with what writing it back must keep."""
-
-    path: Path
-    data: bytes
-    text: str
-    bom: bool
-
-
-def read_source_file(path: str) -> SourceFile:
-    from .engine import read_source
-
-    text = read_source(path)  # every one-line error a lint gives
-    data = Path(path).read_bytes()
-    return SourceFile(Path(path), data, text, data.startswith(BOM))
-
-
-def encode(source: SourceFile, text: str) -> bytes:
-    return (BOM if source.bom else b"") + text.encode("utf-8")
-
-
-def write_fixed(source: SourceFile, text: str) -> None:
-    """Replace the file with ``text`` atomically, keeping its BOM, mode and (where allowed) owner.
-
-    A symlink inside the linted root is followed (the file it points at is replaced, the link
-    stays). Raises OSError, and writes nothing, when the file changed on disk since it was read,
-    is a symlink that leads out of the linted root (the git work tree holding it, else its
-    directory), has other hard links (the atomic rename would split them), is read-only, or
-    cannot be written.
-    """
-    from .discovery import is_inside, linted_root
-
-    target = Path(os.path.realpath(source.path))
-    if source.path.is_symlink() and not is_inside(str(target), linted_root(str(source.path))):
-        raise OSError(f"a symlink to {target}, outside {linted_root(str(source.path))}; not written")
-    if target.read_bytes() != source.data:
-        raise OSError(f"{source.path} changed on disk while it was being fixed; not written")
-    info = target.stat()
-    if info.st_nlink > 1:
-        raise OSError(f"it has {info.st_nlink} hard links, which replacing it would split; not written")
-    # mode bits, not only access(): root may write a 0444 file, but its owner said read-only
-    if not info.st_mode & 0o222 or not os.access(target, os.W_OK):
-        raise OSError("it is read-only; not written")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".gpulint-fix", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(encode(source, text))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, info.st_mode & 0o7777)
-        if hasattr(os, "chown"):
-            # not ours to give away: the file keeps our owner, as an editor's save would
-            with contextlib.suppress(OSError):
-                os.chown(tmp, info.st_uid, info.st_gid)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def unified_diff(path: str, old: str, new: str) -> str:
-    """A unified diff of ``old`` -> ``new`` (``a/``/``b/`` prefixes as git writes them)."""
-    if old == new:
-        return ""
-    old_lines = old.splitlines(keepends=True)
-    new_lines = new.splitlines(keepends=True)
-    out = []
-    for line in difflib.unified_diff(old_lines, new_lines, f"a/{path}", f"b/{path}"):
-        if not line.endswith(("\n", "\r")):
-            line += "\n\\ No newline at end of file\n"
-        out.append(line)
-    return "".join(out)

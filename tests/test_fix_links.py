@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from gpulint.fixes import read_source_file, write_fixed
+from gpulint.fixfiles import read_source_file, write_fixed
 from helpers import run_main
 
 APT = "FROM ubuntu:22.04\nRUN apt-get update && apt-get install -y curl\n"

@@ -24,10 +24,8 @@ from gpulint.fixes import (
     choose,
     edit_spans,
     fix_text,
-    read_source_file,
-    unified_diff,
-    write_fixed,
 )
+from gpulint.fixfiles import read_source_file, unified_diff, write_fixed
 from gpulint.rule import _REGISTRY, Rule, make_fix
 from helpers import dockerfile, only, run
 

@@ -36,7 +36,8 @@ class Fixer:
         context_dir: str | None,
     ) -> str:
         """The text to lint: the fixed one (written back unless --diff), or the file as it is."""
-        from ..fixes import fix_text, read_source_file, unified_diff, write_fixed
+        from ..fixes import fix_text
+        from ..fixfiles import read_source_file, unified_diff, write_fixed
 
         source = read_source_file(path) if path is not None else None
         outcome = fix_text(text, name, config, build_args, target, context_dir, unsafe=self.unsafe)
