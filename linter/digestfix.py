@@ -81,13 +81,9 @@ def registry_digest(reference: str, timeout: float = 15.0) -> str:
     less); ``GPULINT_REGISTRY_HTTP=1`` uses plain HTTP for every registry. The whole answer
     comes within ``timeout`` seconds, however slowly the server sends it.
     """
-    from .image.registry import (
-        MANIFEST_TYPES,
-        RegistryClient,
-        docker_config_credentials,
-        parse_reference,
-    )
-    from .image.sources import ImageError
+    from .image.blobs import ImageError
+    from .image.credentials import docker_config_credentials
+    from .image.registry import MANIFEST_TYPES, RegistryClient, parse_reference
 
     host, repository, tag = parse_reference(reference)
     credentials = docker_config_credentials(host)
@@ -97,7 +93,7 @@ def registry_digest(reference: str, timeout: float = 15.0) -> str:
     def fetch() -> tuple[bytes, str | None]:
         response = client.request(f"manifests/{tag}", MANIFEST_TYPES, stream=True)
         try:
-            body = client._read_bounded(response, "the manifest")
+            body = client.read_bounded(response, "the manifest")
         finally:
             response.close()
         return body, response.headers.get("Docker-Content-Digest")
@@ -105,7 +101,7 @@ def registry_digest(reference: str, timeout: float = 15.0) -> str:
     try:
         body, header = client.within_deadline("the manifest", fetch)
     finally:
-        client._session.close()
+        client.close()
     computed = "sha256:" + hashlib.sha256(body).hexdigest()
     if header and header.startswith("sha256:") and header != computed:
         raise ImageError(f"{host}/{repository}: Docker-Content-Digest {header} does not match the manifest")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from gpulint.image import tarscan
-from gpulint.image.sources import _Slice
+from gpulint.image.containers import Slice
 from gpulint.image.tarscan import iter_members
 
 
@@ -86,7 +86,7 @@ def test_every_way_of_reading_agrees_with_tarfile(
     outer = tmp_path / "outer.bin"
     outer.write_bytes(b"\0" * lead + data + b"\0" * 1024)
     with open(outer, "rb") as handle:
-        stream = io.BufferedReader(_Slice(handle, lead, len(data)), buffer_size=1 << 16)  # type: ignore[arg-type]
+        stream = io.BufferedReader(Slice(handle, lead, len(data)), buffer_size=1 << 16)  # type: ignore[arg-type]
         assert _seen(stream) == expected
 
 

@@ -14,24 +14,19 @@ import io
 import json
 import os
 import re
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlencode, urljoin, urlparse
 
 from ..lazyre import lazy_re
+from .blobs import ImageError, Verifying, check_digest, decompress, safe_name
+from .credentials import DOCKER_HUB_HOST, Credentials, docker_config_credentials
 from .sources import (
     INDEX_TYPES,
     ImageData,
-    ImageError,
     Layer,
-    _check_digest,
-    _shown,
-    _Verifying,
-    decompress,
     for_platform,
     layers_from,
     platform_of,
@@ -52,16 +47,6 @@ MAX_RETRY_AFTER = 30.0  # a longer Retry-After is reported, not waited for
 MAX_RETRIES = 2  # after a 429 or a 5xx
 RETRY_DELAY = 0.5  # seconds before retrying a 5xx (doubled each time)
 _TOKEN_RE = lazy_re(r"^[\x21-\x7e]{1,16384}$")  # a token is printable ASCII without blanks
-DOCKER_HUB_HOST = "registry-1.docker.io"
-
-
-@dataclass
-class Credentials:
-    username: str
-    password: str
-
-    def __repr__(self) -> str:  # never show the secret
-        return f"Credentials(username={self.username!r}, password='***')"
 
 
 def parse_reference(text: str) -> tuple[str, str, str]:
@@ -73,77 +58,6 @@ def parse_reference(text: str) -> tuple[str, str, str]:
         raise ImageError(f"{text}: not a valid image reference")
     host = DOCKER_HUB_HOST if ref.registry == "docker.io" else ref.registry
     return host, ref.repository, ref.digest or ref.tag or "latest"
-
-
-def _config_dir() -> Path:
-    return Path(os.environ.get("DOCKER_CONFIG") or Path.home() / ".docker")
-
-
-def _helper(helper: str, host: str) -> Credentials | None:
-    try:
-        proc = subprocess.run(
-            [f"docker-credential-{helper}", "get"],
-            input=host,
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        raise ImageError(f"credential helper docker-credential-{helper} could not be run") from None
-    if proc.returncode != 0:
-        return None
-    try:
-        data = json.loads(proc.stdout)
-    except ValueError:
-        raise ImageError(f"credential helper docker-credential-{helper} returned no JSON") from None
-    if not isinstance(data, dict) or not data.get("Secret"):
-        return None
-    return Credentials(str(data.get("Username", "")), str(data["Secret"]))
-
-
-def _safe_helper(name: Any, path: Path) -> str:
-    """A credential helper name runs docker-credential-NAME from PATH: a plain name only."""
-    if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9._-]{1,64}$", name):
-        raise ImageError(f"{path}: a credential helper name is not a plain name")
-    return name
-
-
-def docker_config_credentials(host: str) -> Credentials | None:
-    """Credentials for a registry from config.json, as the docker CLI finds them."""
-    path = _config_dir() / "config.json"
-    try:
-        config = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(config, dict):
-        return None
-    keys = [host]
-    if host in (DOCKER_HUB_HOST, "docker.io", "index.docker.io"):
-        keys = ["https://index.docker.io/v1/", "index.docker.io", "docker.io", DOCKER_HUB_HOST]
-    helpers = config.get("credHelpers")
-    helpers = helpers if isinstance(helpers, dict) else {}
-    for key in keys:
-        if key in helpers:
-            return _helper(_safe_helper(helpers[key], path), key)
-    auths = config.get("auths")
-    auths = auths if isinstance(auths, dict) else {}
-    for key in keys + [f"https://{k}" for k in keys]:
-        entry = auths.get(key)
-        if isinstance(entry, dict) and entry.get("auth"):
-            try:
-                user, _, password = base64.b64decode(str(entry["auth"])).decode().partition(":")
-            except (ValueError, UnicodeDecodeError):
-                # the message names the registry, never a byte of the entry
-                raise ImageError(f"{path}: the auth entry for {_shown(key)} is not valid base64") from None
-            return Credentials(user, password)
-    store = config.get("credsStore")
-    if store:
-        for key in keys:
-            found = _helper(_safe_helper(store, path), key)
-            if found:
-                return found
-    return None
 
 
 def parse_www_authenticate(header: str) -> tuple[str, dict[str, str]]:
@@ -192,6 +106,10 @@ class RegistryClient:
         scheme = "http" if self.insecure_http else "https"
         return f"{scheme}://{self.host}/v2/{self.repository}"
 
+    def close(self) -> None:
+        """Close the HTTP session (its pooled connections)."""
+        self._session.close()
+
     def _auth_header(self) -> dict[str, str]:
         if self._token:
             return {"Authorization": f"Bearer {self._token}"}
@@ -224,7 +142,7 @@ class RegistryClient:
                 wait = _retry_after(retry_after)
                 if wait is None or wait > MAX_RETRY_AFTER:
                     raise ImageError(
-                        f"{self.host}: rate limited (429); retry after {_shown(retry_after or 'a while')}"
+                        f"{self.host}: rate limited (429); retry after {safe_name(retry_after or 'a while')}"
                     )
                 retries_left -= 1
                 time.sleep(wait)
@@ -310,7 +228,7 @@ class RegistryClient:
         if scheme == "bearer" and params.get("realm"):
             self._token = self._fetch_token(params)
             return
-        raise ImageError(f"{self.host}: unsupported authentication scheme {_shown(scheme or '(none)')!r}")
+        raise ImageError(f"{self.host}: unsupported authentication scheme {safe_name(scheme or '(none)')!r}")
 
     def _fetch_token(self, params: dict[str, str]) -> str:
         import requests
@@ -334,12 +252,12 @@ class RegistryClient:
             elif realm.scheme == "https":
                 raise ImageError(
                     f"{self.host}: refusing to send credentials to the token server "
-                    f"{_shown(realm.netloc)} over unverified TLS (--tls-verify=false)"
+                    f"{safe_name(realm.netloc)} over unverified TLS (--tls-verify=false)"
                 )
             else:
                 raise ImageError(
                     f"{self.host}: refusing to send credentials over plain HTTP to the token server "
-                    f"{_shown(realm.netloc)}"
+                    f"{safe_name(realm.netloc)}"
                 )
         try:
             response = self._session.get(
@@ -352,14 +270,14 @@ class RegistryClient:
             )
         except (requests.exceptions.RequestException, ValueError):  # ValueError: a bad Location
             raise ImageError(
-                f"{self.host}: the token server at {_shown(realm.netloc)} did not answer"
+                f"{self.host}: the token server at {safe_name(realm.netloc)} did not answer"
             ) from None
         try:
             if response.status_code != 200:
                 raise ImageError(
                     f"{self.host}: the token server refused the credentials ({response.status_code})"
                 )
-            body = self._read_bounded(response, "the token server's answer")
+            body = self.read_bounded(response, "the token server's answer")
         finally:
             response.close()
         try:
@@ -373,7 +291,7 @@ class RegistryClient:
             raise ImageError(f"{self.host}: the token server sent a malformed token")
         return token
 
-    def _read_bounded(self, response: Any, what: str) -> bytes:
+    def read_bounded(self, response: Any, what: str) -> bytes:
         """A response body of at most MAX_MANIFEST_BYTES, read within the timeout as a whole
         (a server that drips a byte a second never times out a single read)."""
         import requests
@@ -444,26 +362,26 @@ class RegistryClient:
 
     def get_json(self, path: str, accept: tuple[str, ...] = ()) -> tuple[dict[str, Any], str, str | None]:
         """A manifest or config: bounded in size and, as a whole, in time (see within_deadline)."""
-        return self.within_deadline(_shown(path), lambda: self._get_json(path, accept))
+        return self.within_deadline(safe_name(path), lambda: self._get_json(path, accept))
 
     def _get_json(self, path: str, accept: tuple[str, ...] = ()) -> tuple[dict[str, Any], str, str | None]:
         """A manifest or config: bounded in size and time; a blob or manifest asked for by
         digest must hash to it (the registry is not trusted to serve what was asked)."""
         response = self.request(path, accept, stream=True)
         try:
-            body = self._read_bounded(response, _shown(path))
+            body = self.read_bounded(response, safe_name(path))
         finally:
             response.close()
         self.bytes_received += len(body)
         reference = path.split("/", 1)[1] if "/" in path else ""
         if ":" in reference:
-            _check_digest(body, reference, f"{self.host}/{self.repository}: {_shown(path)}")
+            check_digest(body, reference, f"{self.host}/{self.repository}: {safe_name(path)}")
         try:
             data = json.loads(body)
         except (ValueError, RecursionError):
-            raise ImageError(f"{self.host}/{self.repository}: {_shown(path)} is not valid JSON") from None
+            raise ImageError(f"{self.host}/{self.repository}: {safe_name(path)} is not valid JSON") from None
         if not isinstance(data, dict):
-            raise ImageError(f"{self.host}/{self.repository}: {_shown(path)} is not a JSON object")
+            raise ImageError(f"{self.host}/{self.repository}: {safe_name(path)} is not a JSON object")
         content_type = response.headers.get("Content-Type", "")
         digest = response.headers.get("Docker-Content-Digest")
         if digest is not None and not re.match(r"^[a-z0-9]+:[a-zA-Z0-9=_-]{1,256}$", digest):
@@ -576,7 +494,7 @@ class RegistryImage:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.client._session.close()
+        self.client.close()
 
     def open_layer(self, layer: Layer) -> BinaryIO:
         if layer.digest is None:
@@ -584,7 +502,7 @@ class RegistryImage:
         raw: BinaryIO = self.client.open_blob(layer.digest)
         if self.verify:
             raw = io.BufferedReader(
-                _Verifying(raw, layer.digest, f"layer {layer.index + 1}"), buffer_size=1 << 20
+                Verifying(raw, layer.digest, f"layer {layer.index + 1}"), buffer_size=1 << 20
             )
         return decompress(raw, f"layer {layer.index + 1}")
 
@@ -616,7 +534,7 @@ def open_registry_image(
     try:
         return _open(client, source, host, repository, reference, platform, verify, limits)
     except BaseException:
-        client._session.close()
+        client.close()
         raise
 
 

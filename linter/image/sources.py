@@ -18,20 +18,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
+# ImageError and decompress are part of this module's interface (callers import them from here)
+from .blobs import ImageError as ImageError
+from .blobs import Verifying, blob_name, safe_name
+from .blobs import decompress as decompress
+from .containers import Archive, Directory
 from .tarscan import DEFAULT_LIMITS, Limits, Member, TarError, iter_members
 
-MAX_JSON_BYTES = 16 * 1024 * 1024
 MAX_LAYERS = 10_000  # descriptors in one manifest (Docker's own limit is 127 layers)
-GZIP_MAGIC = b"\x1f\x8b"
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
 INDEX_TYPES = (
     "application/vnd.oci.image.index.v1+json",
     "application/vnd.docker.distribution.manifest.list.v2+json",
 )
-
-
-class ImageError(ValueError):
-    """An image that cannot be read: one line for the user, exit 2."""
 
 
 @dataclass
@@ -55,211 +55,6 @@ class ImageData:
     warnings: list[str] = field(default_factory=list)
 
 
-class _Slice(io.RawIOBase):
-    """A read-only window onto a seekable file."""
-
-    def __init__(self, handle: BinaryIO, offset: int, size: int) -> None:
-        self.handle, self.start, self.size, self.pos = handle, offset, size, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self.pos, 2: self.size}[whence]
-        self.pos = max(0, min(self.size, base + offset))
-        return self.pos
-
-    def readinto(self, buffer: Any) -> int:
-        remaining = self.size - self.pos
-        if remaining <= 0:
-            return 0
-        n = min(len(buffer), remaining)
-        self.handle.seek(self.start + self.pos)
-        data = self.handle.read(n)
-        buffer[: len(data)] = data
-        self.pos += len(data)
-        return len(data)
-
-
-class _Archive:
-    """An outer tar file indexed by member name (symlinks resolved inside the archive)."""
-
-    def __init__(self, path: Path, limits: Limits = DEFAULT_LIMITS) -> None:
-        self.path = path
-        try:
-            self.handle: BinaryIO = open(path, "rb")  # noqa: SIM115 - closed by close()
-        except OSError as exc:
-            raise ImageError(f"{path}: cannot open ({exc.strerror})") from None
-        magic = self.handle.read(4)
-        self.handle.seek(0)
-        if magic[:2] == GZIP_MAGIC or magic == ZSTD_MAGIC:
-            raise ImageError(
-                f"{path}: a compressed archive; decompress it first (gpulint reads plain .tar archives)"
-            )
-        self.members: dict[str, Member] = {}
-        try:
-            # the outer archive holds every layer: its byte limit is the file itself (seekable)
-            outer = Limits(limits.max_entries, 1 << 62, limits.max_name_bytes)
-            for member in iter_members(self.handle, limits=outer):
-                # a duplicate entry replaces the earlier one, as tar extraction would
-                self.members[_member_key(member.name)] = member
-        except TarError as exc:
-            self.handle.close()
-            raise ImageError(f"{path}: not a readable tar archive ({exc})") from None
-        except OSError as exc:
-            self.handle.close()
-            raise ImageError(f"{path}: cannot read ({exc.strerror or exc.__class__.__name__})") from None
-        end = self.handle.seek(0, 2)
-        for member in self.members.values():
-            if member.type == "file" and member.offset + member.size > end:
-                self.handle.close()
-                raise ImageError(f"{path}: truncated archive (an entry ends past the end of the file)")
-
-    def close(self) -> None:
-        self.handle.close()
-
-    def resolve(self, name: str) -> Member:
-        """The file entry ``name`` names, links followed inside the archive index only."""
-        shown = _shown(name)
-        if name.startswith("/") or ".." in name.split("/"):
-            raise ImageError(f"{self.path}: {shown} points outside the archive")
-        key = _member_key(name)
-        for _ in range(16):
-            member = self.members.get(key)
-            if member is None:
-                raise ImageError(f"{self.path}: the archive has no {shown}")
-            if member.type == "symlink":
-                if posixpath.isabs(member.linkname):
-                    raise ImageError(f"{self.path}: {shown} links outside the archive")
-                key = posixpath.normpath(posixpath.join(posixpath.dirname(key), member.linkname))
-                if key == ".." or key.startswith("../"):
-                    raise ImageError(f"{self.path}: {shown} links outside the archive")
-                continue
-            if member.type == "hardlink":
-                key = _member_key(member.linkname)
-                continue
-            if member.type != "file":
-                raise ImageError(f"{self.path}: {shown} is not a file")
-            return member
-        raise ImageError(f"{self.path}: {shown} is a link loop")
-
-    def has(self, name: str) -> bool:
-        return _member_key(name) in self.members
-
-    def open(self, name: str) -> BinaryIO:
-        member = self.resolve(name)
-        return io.BufferedReader(_Slice(self.handle, member.offset, member.size), buffer_size=1 << 20)
-
-    def read_json(self, name: str, digest: str | None = None) -> Any:
-        member = self.resolve(name)
-        if member.size > MAX_JSON_BYTES:
-            raise ImageError(f"{self.path}: {_shown(name)} is too large for image metadata")
-        with self.open(name) as handle:
-            data = handle.read()
-        _check_digest(data, digest, f"{self.path}: {_shown(name)}")
-        return _loads(data, f"{self.path}:{_shown(name)}")
-
-    def size(self, name: str) -> int:
-        return self.resolve(name).size
-
-
-def _member_key(name: str) -> str:
-    """An archive entry's lookup key: ``./a//b`` and ``a/b`` are one entry."""
-    key = posixpath.normpath(name.lstrip("/"))
-    while key.startswith("./"):
-        key = key[2:]
-    return key
-
-
-def _shown(name: str) -> str:
-    """A name from the image, safe in a one-line message (bounded, no control characters)."""
-    text = "".join(c if c.isprintable() else "?" for c in name[:200])
-    return text + ("..." if len(name) > 200 else "")
-
-
-class _Directory:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def close(self) -> None:
-        pass
-
-    def _file(self, name: str) -> Path:
-        try:
-            root = self.path.resolve()
-            target = (root / name).resolve()
-        except (OSError, RuntimeError):  # Python < 3.13 raises RuntimeError on a symlink loop
-            raise ImageError(f"{self.path}: {_shown(name)} is a symlink loop") from None
-        except ValueError:  # a NUL byte in a name from manifest.json
-            raise ImageError(f"{self.path}: {_shown(name)} is not a valid file name") from None
-        if root not in target.parents:
-            raise ImageError(f"{self.path}: {_shown(name)} points outside the layout")
-        if not target.is_file():  # a FIFO or a device would block or never end: files only
-            raise ImageError(f"{self.path}: the layout has no {_shown(name)}")
-        return target
-
-    def has(self, name: str) -> bool:
-        return (self.path / name).is_file()
-
-    def open(self, name: str) -> BinaryIO:
-        try:
-            return open(self._file(name), "rb")
-        except OSError as exc:
-            raise ImageError(f"{self.path}: cannot read {_shown(name)} ({exc.strerror or exc})") from None
-
-    def read_json(self, name: str, digest: str | None = None) -> Any:
-        target = self._file(name)
-        try:
-            if target.stat().st_size > MAX_JSON_BYTES:
-                raise ImageError(f"{self.path}: {_shown(name)} is too large for image metadata")
-            with open(target, "rb") as handle:
-                data = handle.read(MAX_JSON_BYTES + 1)
-        except OSError as exc:
-            raise ImageError(f"{self.path}: cannot read {_shown(name)} ({exc.strerror or exc})") from None
-        if len(data) > MAX_JSON_BYTES:
-            raise ImageError(f"{self.path}: {_shown(name)} is too large for image metadata")
-        _check_digest(data, digest, f"{self.path}: {_shown(name)}")
-        return _loads(data, f"{self.path}/{_shown(name)}")
-
-    def size(self, name: str) -> int:
-        return self._file(name).stat().st_size
-
-
-def _loads(data: bytes, where: str) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: [[[[... 100k deep
-        raise ImageError(f"{where}: not valid JSON") from None
-
-
-def _check_digest(data: bytes, digest: str | None, where: str) -> None:
-    """With --verify: the blob's bytes must hash to the digest that names it."""
-    if digest is None:
-        return
-    algorithm, _, expected = digest.partition(":")
-    if algorithm not in ("sha256", "sha512"):
-        raise ImageError(f"{where}: cannot verify digest algorithm {_shown(algorithm)}")
-    actual = hashlib.new(algorithm, data).hexdigest()
-    if actual != expected:
-        raise ImageError(f"{where}: digest mismatch: expected {_shown(digest)}, read {algorithm}:{actual}")
-
-
-_DIGEST_RE = __import__("re").compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$")
-
-
-def _blob_name(digest: Any) -> str:
-    if not isinstance(digest, str) or not _DIGEST_RE.match(digest) or len(digest) > 200:
-        raise ImageError(f"bad digest {_shown(str(digest))!r}")
-    algorithm, _, hexpart = digest.partition(":")
-    return f"blobs/{algorithm}/{hexpart}"
-
-
 class LayerSource(Protocol):
     """What the layer walk needs: the image's metadata and its layers as tar streams.
 
@@ -278,7 +73,7 @@ class OpenedImage:
     def __init__(
         self,
         data: ImageData,
-        container: _Archive | _Directory,
+        container: Archive | Directory,
         layer_names: list[str],
         verify: bool,
         limits: Limits = DEFAULT_LIMITS,
@@ -300,105 +95,15 @@ class OpenedImage:
         """The layer as an uncompressed tar stream (with --verify: checked against its digests)."""
         raw = self._container.open(self._layer_names[layer.index])
         if self.verify and layer.digest:
-            raw = _Verifying(raw, layer.digest, f"layer {layer.index + 1}")  # type: ignore[assignment]
+            raw = Verifying(raw, layer.digest, f"layer {layer.index + 1}")  # type: ignore[assignment]
         stream = decompress(raw, f"layer {layer.index + 1}")
         if self.verify and layer.diff_id and layer.diff_id != layer.digest:
             # the uncompressed tar must hash to the config's rootfs.diff_ids entry
             stream = io.BufferedReader(
-                _Verifying(stream, layer.diff_id, f"layer {layer.index + 1} (uncompressed, diff_id)"),
+                Verifying(stream, layer.diff_id, f"layer {layer.index + 1} (uncompressed, diff_id)"),
                 buffer_size=1 << 20,
             )
         return stream
-
-
-class _Verifying(io.RawIOBase):
-    """Hashes what flows through; at the end of the stream a mismatch is an ImageError."""
-
-    def __init__(self, inner: BinaryIO, digest: str, what: str = "blob") -> None:
-        self.inner, self.digest, self.what = inner, digest, what
-        algorithm = digest.split(":", 1)[0]
-        if algorithm not in ("sha256", "sha512"):
-            raise ImageError(f"{what}: cannot verify digest algorithm {_shown(algorithm)}")
-        self.hasher = hashlib.new(algorithm)
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.inner.read(len(buffer))
-        if not data:
-            actual = f"{self.digest.split(':', 1)[0]}:{self.hasher.hexdigest()}"
-            if actual != self.digest:
-                raise ImageError(
-                    f"{self.what}: digest mismatch: expected {_shown(self.digest)}, read {actual}"
-                )
-            return 0
-        self.hasher.update(data)
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self.inner.close()
-        super().close()
-
-
-def decompress(raw: BinaryIO, what: str) -> BinaryIO:
-    peek = raw.peek(4)[:4] if hasattr(raw, "peek") else b""
-    if not peek:
-        buffered = io.BufferedReader(raw, buffer_size=1 << 20)  # type: ignore[type-var]
-        peek = buffered.peek(4)[:4]
-        raw = buffered
-    if peek[:2] == GZIP_MAGIC:
-        return _forward_only(_gzip_reader(raw))
-    if peek == ZSTD_MAGIC:
-        try:
-            import zstandard
-        except ImportError:
-            raise ImageError(
-                f"{what} is zstd-compressed: install the 'zstandard' package to read it"
-            ) from None
-        # a frame may ask for any window size: libzstd's default cap (128 MiB) is made explicit
-        return _forward_only(zstandard.ZstdDecompressor(max_window_size=1 << 27).stream_reader(raw))
-    return raw
-
-
-class _ForwardOnly(io.RawIOBase):
-    """A decompressed stream read front to back (gzip's seek would decompress everything twice)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return False
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.inner.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self.inner.close()
-        super().close()
-
-
-def _forward_only(inner: Any) -> BinaryIO:
-    return io.BufferedReader(_ForwardOnly(inner), buffer_size=1 << 20)
-
-
-def _gzip_reader(raw: BinaryIO) -> BinaryIO:
-    """A gzip stream reader, over zlib-ng or ISA-L when installed (2-3x faster than zlib)."""
-    for module_name in ("zlib_ng.gzip_ng", "isal.igzip"):
-        try:
-            module = __import__(module_name, fromlist=["GzipFile"])
-        except ImportError:
-            continue
-        return module.GzipFile(fileobj=raw, mode="rb")  # type: ignore[no-any-return]
-    import gzip
-
-    return gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[return-value]
 
 
 def is_registry(source: str) -> bool:
@@ -433,9 +138,9 @@ def open_image(
     if not path.exists():
         raise ImageError(f"{rest}: no such file or directory")
     if path.is_file():
-        container: _Archive | _Directory = _Archive(path, limits)
+        container: Archive | Directory = Archive(path, limits)
     elif path.is_dir():
-        container = _Directory(path)
+        container = Directory(path)
     else:  # a FIFO, a device, a socket: reading it could block or never end
         raise ImageError(f"{rest}: not a regular file or directory")
     try:
@@ -466,7 +171,7 @@ def _detect(source: str) -> tuple[str, str]:
     raise ImageError(f"{source}: no such file or directory")
 
 
-def _docker_archive(source: str, container: _Archive | _Directory, verify: bool) -> OpenedImage:
+def _docker_archive(source: str, container: Archive | Directory, verify: bool) -> OpenedImage:
     manifest = container.read_json("manifest.json")
     if not isinstance(manifest, list) or not manifest or not isinstance(manifest[0], dict):
         raise ImageError(f"{source}: manifest.json is not a docker-archive manifest")
@@ -514,11 +219,11 @@ def _docker_archive(source: str, container: _Archive | _Directory, verify: bool)
     return OpenedImage(data, container, [str(n) for n in layer_names], verify)
 
 
-def _oci(source: str, container: _Archive | _Directory, ref: str, platform: str, verify: bool) -> OpenedImage:
+def _oci(source: str, container: Archive | Directory, ref: str, platform: str, verify: bool) -> OpenedImage:
     index = container.read_json("index.json")
     descriptor = _select(container, index, ref, platform, source, depth=0, verify=verify)
     digest = descriptor["digest"]
-    manifest = container.read_json(_blob_name(digest), digest if verify else None)
+    manifest = container.read_json(blob_name(digest), digest if verify else None)
     if not isinstance(manifest, dict):
         raise ImageError(f"{source}: the manifest is not a JSON object")
     config_desc = manifest.get("config")
@@ -526,10 +231,10 @@ def _oci(source: str, container: _Archive | _Directory, ref: str, platform: str,
         raise ImageError(f"{source}: the manifest has no config")
     config_digest = config_desc["digest"]
     config = sanitize_config(
-        container.read_json(_blob_name(config_digest), config_digest if verify else None), source
+        container.read_json(blob_name(config_digest), config_digest if verify else None), source
     )
     layers = layers_from(manifest, config, source)
-    names = [_blob_name(layer.digest) for layer in layers]
+    names = [blob_name(layer.digest) for layer in layers]
     annotations = descriptor.get("annotations")
     name = annotations.get("org.opencontainers.image.ref.name") if isinstance(annotations, dict) else None
     data = ImageData(
@@ -598,7 +303,7 @@ def layers_from(manifest: dict[str, Any], config: dict[str, Any], source: str) -
         digest = desc.get("digest") if isinstance(desc, dict) else None
         if not isinstance(digest, str):
             raise ImageError(f"{source}: a layer without a digest")
-        _blob_name(digest)  # checked here: a digest names a blob, never a path
+        blob_name(digest)  # checked here: a digest names a blob, never a path
         size = desc.get("size")
         media_type = desc.get("mediaType")
         layers.append(
@@ -614,7 +319,7 @@ def layers_from(manifest: dict[str, Any], config: dict[str, Any], source: str) -
 
 
 def _select(
-    container: _Archive | _Directory,
+    container: Archive | Directory,
     index: Any,
     ref: str,
     platform: str,
@@ -638,12 +343,12 @@ def _select(
             and m["annotations"].get("org.opencontainers.image.ref.name") in (ref, ref.rsplit(":", 1)[-1])
         ]
         if not named:
-            raise ImageError(f"{source}: no image named {_shown(ref)!r} in the layout")
+            raise ImageError(f"{source}: no image named {safe_name(ref)!r} in the layout")
         candidates = named
     candidates = for_platform(candidates, platform, source, untagged_ok=True)
     chosen = candidates[0]
     if chosen.get("mediaType") in INDEX_TYPES:
-        nested = container.read_json(_blob_name(chosen["digest"]), chosen["digest"] if verify else None)
+        nested = container.read_json(blob_name(chosen["digest"]), chosen["digest"] if verify else None)
         return _select(container, nested, "", platform, source, depth + 1, verify)
     return chosen
 
@@ -668,7 +373,9 @@ def for_platform(
     ]
     if not matching:
         found = ", ".join(
-            _shown(f"{p.get('os')}/{p.get('architecture')}") for p in described[:10] if p or not untagged_ok
+            safe_name(f"{p.get('os')}/{p.get('architecture')}")
+            for p in described[:10]
+            if p or not untagged_ok
         )
         raise ImageError(f"{source}: no {platform} image{where} (found {found}); use --platform")
     return matching
@@ -701,7 +408,7 @@ def iter_layer_members(image: LayerSource, layer: Layer, read_data: Any = None) 
 
 
 def _one_line(exc: BaseException) -> str:
-    return _shown(" ".join(str(exc).split()))
+    return safe_name(" ".join(str(exc).split()))
 
 
 def file_size(path: str) -> int:

@@ -101,7 +101,7 @@ def _padded(size: int) -> int:
 class _Window:
     """The bytes of a tar stream, seen through one buffer: ``buf[i]`` is stream byte ``base + i``.
 
-    A regular file (or a _Slice of one) is read with pread at the offsets the headers are
+    A regular file (or a containers.Slice of one) is read with pread at the offsets the headers are
     at, ``FILE_READ`` bytes at a time (one header where they are sparse): small files'
     headers come several to a read, and a big file's data is skipped without being read. (Memory-mapping was ~20% faster on the
     header walk, but a file that shrinks or fails under a mapping kills the process with
@@ -195,7 +195,7 @@ def _mappable(stream: BinaryIO) -> tuple[int, int, int, int] | None:
         logical = raw.tell()
         raw = raw.raw
     size: int | None = None
-    if hasattr(raw, "handle") and hasattr(raw, "start") and hasattr(raw, "size"):  # sources._Slice
+    if hasattr(raw, "handle") and hasattr(raw, "start") and hasattr(raw, "size"):  # containers.Slice
         at = raw.tell() if logical is None else logical
         offset, size, position = raw.start + at, raw.size - at, at
         raw = raw.handle
