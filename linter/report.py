@@ -124,8 +124,15 @@ class Report:
             return self
         from .secrets import redact_secrets
 
+        seen: dict[str, str] = {}  # help texts, paths and fix descriptions repeat: redact each once
+
         def text(value: str) -> str:
-            return redact_secrets(value) if value else value
+            if not value:
+                return value
+            done = seen.get(value)
+            if done is None:
+                done = seen[value] = redact_secrets(value)
+            return done
 
         return replace(
             self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 
@@ -18,14 +19,18 @@ from gpulint.secrets import redact_secrets
 _CONDITIONAL_RE = lazy_re(r"\bif\b|\bcase\b|\|\||\[\[?\s|\btest\s")
 
 
-def _patterns() -> tuple[list[re.Pattern[str]], list[re.Pattern[str]]]:
+@functools.lru_cache(maxsize=1)
+def _patterns() -> tuple[list[re.Pattern[str]], list[re.Pattern[str]], re.Pattern[str]]:
+    """The table's patterns, and one alternation of the text ones to screen each line with."""
     table = data.load("base_images")["jetson_signals"]
-    return [re.compile(p) for p in table["apt_packages"]], [re.compile(p) for p in table["text"]]
+    texts = [re.compile(p) for p in table["text"]]
+    screen = re.compile("|".join(f"(?:{p})" for p in table["text"]))
+    return [re.compile(p) for p in table["apt_packages"]], texts, screen
 
 
 def jetson_signal(ctx: LintContext, chain: list[Stage]) -> tuple[int, str] | None:
     """The first unconditional sign in these stages that the image is built for Jetson: (line, what)."""
-    packages, texts = _patterns()
+    packages, texts, screen = _patterns()
     for instr in chain[0].all_instructions():
         if instr.keyword == "RUN":
             commands = ctx.commands(instr)
@@ -40,11 +45,13 @@ def jetson_signal(ctx: LintContext, chain: list[Stage]) -> tuple[int, str] | Non
                     if spec.name and any(p.search(spec.name) for p in packages):
                         return spec.word.line, f"installs {spec.name}"
             for cmd in commands:
+                if not screen.search(cmd.text):
+                    continue
                 for pattern in texts:
                     match = pattern.search(cmd.text)
                     if match:
                         return cmd.line, f"uses {_shown(cmd.text, match)}"
-        elif instr.keyword in ("ENV", "ARG", "COPY", "ADD"):
+        elif instr.keyword in ("ENV", "ARG", "COPY", "ADD") and screen.search(instr.args):
             for pattern in texts:
                 match = pattern.search(instr.args)
                 if match:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..expand import Expanded, expand, expand_word
 from ..imageref import ImageRef
@@ -84,6 +85,9 @@ class Instruction:
     arg_lines: list[tuple[int, str]] = field(default_factory=list)
     # ARG/ENV values visible to this instruction (None: declared, value unknown)
     scope: Mapping[str, str | None] = field(default_factory=dict)
+    # what the accessors below worked out, once: a dozen rules ask each instruction the same
+    # (set on first use, after parsing has fixed args and scope; callers get copies)
+    _memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def flag(self, name: str) -> str | None:
         values = self.flags.get(name)
@@ -95,28 +99,35 @@ class Instruction:
         text = self.args.strip()
         if not text.startswith("["):
             return None
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError):  # `RUN [[[[...`: too deep for json, not an argv
-            return None
-        if isinstance(data, list) and all(isinstance(x, str) for x in data):
-            return data
-        return None
+        if "exec_form" not in self._memo:
+            try:
+                data = json.loads(text)
+            except (ValueError, RecursionError):  # `RUN [[[[...`: too deep for json, not an argv
+                data = None
+            ok = isinstance(data, list) and all(isinstance(x, str) for x in data)
+            self._memo["exec_form"] = data if ok else None
+        argv: list[str] | None = self._memo["exec_form"]
+        return None if argv is None else list(argv)
 
     def expand(self, text: str) -> Expanded:
         return expand(text, self.scope)
 
     def copy_operands(self) -> tuple[list[str], str]:
         """COPY/ADD sources and destination as written, variables expanded; ([], "") when absent."""
-        argv = self.exec_form
-        if argv is None:
-            try:
-                argv = shell_split(self.args)
-            except ValueError:
-                argv = self.args.split()
-        if len(argv) < 2:
-            return [], ""
-        return [self.expand(a).text for a in argv[:-1]], self.expand(argv[-1]).text
+        if "copy_operands" not in self._memo:
+            argv = self.exec_form
+            if argv is None:
+                try:
+                    argv = shell_split(self.args)
+                except ValueError:
+                    argv = self.args.split()
+            if len(argv) < 2:
+                self._memo["copy_operands"] = ([], "")
+            else:
+                sources = [self.expand(a).text for a in argv[:-1]]
+                self._memo["copy_operands"] = (sources, self.expand(argv[-1]).text)
+        sources, dest = self._memo["copy_operands"]
+        return list(sources), dest
 
     def key_values(self) -> list[tuple[str, str]]:
         """ENV/LABEL/ARG pairs: ``K=V K2="V 2"`` or legacy ``K V`` (unquoted, not expanded)."""
@@ -126,8 +137,10 @@ class Instruction:
         """ENV/LABEL pairs with their values as Docker sets them: expanded with the
         scope *before* this instruction (``ENV A=1 B=$A`` gives B the old A), no
         expansion inside single quotes, quotes removed."""
-        pairs = raw_key_values(self.args, legacy=self.keyword == "ENV")
-        return [(key, expand_word(value, self.scope)) for key, value in pairs]
+        if "expanded_key_values" not in self._memo:
+            pairs = raw_key_values(self.args, legacy=self.keyword == "ENV")
+            self._memo["expanded_key_values"] = [(key, expand_word(value, self.scope)) for key, value in pairs]
+        return list(self._memo["expanded_key_values"])
 
 
 @dataclass
