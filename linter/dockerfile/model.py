@@ -139,7 +139,9 @@ class Instruction:
         expansion inside single quotes, quotes removed."""
         if "expanded_key_values" not in self._memo:
             pairs = raw_key_values(self.args, legacy=self.keyword == "ENV")
-            self._memo["expanded_key_values"] = [(key, expand_word(value, self.scope)) for key, value in pairs]
+            self._memo["expanded_key_values"] = [
+                (key, expand_word(value, self.scope)) for key, value in pairs
+            ]
         return list(self._memo["expanded_key_values"])
 
 
