@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit integration bench fuzz atheris realworld clean
+.PHONY: demo test lint typecheck unit integration bench fuzz atheris realworld new-rule clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,13 @@ typecheck: $(STAMP)
 ## assertion-rewritten tests every worker compiles them again (a third of a unit run).
 unit: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n auto -m "not integration and not slow"
+
+## Start a rule from templates: `make new-rule CODE=GL123 NAME=some-slug [FAMILY=base]` writes
+## rules/<family>/gl123_some_slug.py, a fire and an ok fixture and tests/test_rule_gl123.py, and
+## regenerates the rule docs. Every place to fill in says TODO(new-rule); a test fails while any does.
+new-rule: $(STAMP)
+	@test -n "$(CODE)" -a -n "$(NAME)" || { echo "usage: make new-rule CODE=GL123 NAME=some-slug [FAMILY=base]" >&2; exit 2; }
+	$(BIN)/python scripts/new_rule.py "$(CODE)" "$(NAME)" $(if $(FAMILY),--family "$(FAMILY)")
 
 ## Side-by-side benchmarks (benchmarks/run.py) from a regular, non-editable install with the peers.
 BENCH_VENV ?= build/bench-venv
