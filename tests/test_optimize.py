@@ -249,3 +249,32 @@ def test_copy_of_the_context_moves_below_apt_across_workdir_when_its_destination
     relative = text.replace("COPY . /app", "COPY . src/")
     final = optimize(relative).text.split("\nFROM ", 2)[2]
     assert final.index("COPY . src/") < final.index("WORKDIR /app")
+
+
+def test_an_update_in_a_run_of_its_own_goes_with_the_next_install() -> None:
+    """`RUN apt-get update` then `RUN apt-get install`: the shipped stage's install must not run
+    without package lists (the update's RUN has nothing else to keep), nor keep them."""
+    text = (
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+        "RUN apt-get update\n"
+        "RUN apt-get install -y python3-pip build-essential\n"
+        "RUN rm -rf /var/lib/apt/lists/*\n"
+        "RUN pip install numpy==1.26.4\n"
+    )
+    final = optimize(text).text.split("\nFROM ", 2)[2]
+    assert "RUN apt-get update \\\n    && apt-get install --no-install-recommends -y python3-pip" in final
+    assert final.count("apt-get update") == 1 and "rm -rf /var/lib/apt/lists/*\n" in final
+    assert [f.code for f in lint_text(optimize(text).text) if f.code in ("GL006", "GL502")] == []
+
+
+def test_copy_of_the_context_moves_below_apt_across_metadata_and_user() -> None:
+    text = (
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+        "COPY . /app\n"
+        'CMD ["python3", "-m", "server"]\n'
+        "USER 1000\n"
+        "RUN apt-get update && apt-get install -y curl\n"
+        "RUN pip install numpy==1.26.4\n"
+    )
+    final = optimize(text).text.split("\nFROM ", 2)[2]
+    assert final.index("apt-get install") < final.index("COPY . /app")

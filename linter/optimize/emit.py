@@ -85,6 +85,7 @@ class Emitter:
     weight_dirs: list[str] = field(default_factory=list)
     dropped_copies: set[int] = field(default_factory=set)
     dropped_removals: set[int] = field(default_factory=set)
+    pending_update: list[str] = field(default_factory=list)  # a RUN's `apt-get update`, for the next install
     venv_made: bool = False
     copied_out: bool = False
     workdir: str = "/"
@@ -209,7 +210,14 @@ class Emitter:
                 "RUN " + flags_text(step, _cache_mounts(step, pip_parts)) + join(trim(b_parts))
             )
         f_real = [p for p in f_parts if p not in context]
-        if (
+        run_installs = any(installs(el) for el in step.elements if el.kind == "apt")
+        if apt_builder and f_real and not run_installs and all(p in apt_texts for p in f_real):
+            # `apt-get update` (or a clean-up) in a RUN of its own: the update goes with the next
+            # install of the shipped stage that has none (and its lists are removed there)
+            if updates(step.elements):
+                self.pending_update = [p for p in f_real if p in apt_texts]
+            f_real = []
+        elif (
             apt_builder
             and f_real
             and not any(p in final_installs for p in f_real)
@@ -217,7 +225,13 @@ class Emitter:
         ):
             f_real = []  # only `apt-get update`/clean left: every package it installed was a build tool
         if f_real:
-            if apt_builder and updates(step.elements) and not lists_removed(step.elements):
+            updated = updates(step.elements)
+            if run_installs and not updated and self.pending_update:
+                f_parts = [*self.pending_update, *f_parts]
+                updated = True
+            if run_installs:
+                self.pending_update = []
+            if apt_builder and updated and not lists_removed(step.elements):
                 f_parts.append(APT_LISTS_CLEANUP)
             self.final.append("RUN " + flags_text(step, []) + join(trim(f_parts)))
             if all(p in apt_texts or p in context for p in f_real) and not any(

@@ -100,15 +100,23 @@ def _removed_paths(el: Element, cwd: str) -> set[str] | None:
     return {path for _, path in _rm_targets(el.commands[0], cwd)} or None
 
 
+# instructions that neither read nor write files (USER: a COPY without --chown writes root's files
+# whoever the user is): a COPY may move across them
+_NO_FILES = frozenset(
+    {"CMD", "ENTRYPOINT", "EXPOSE", "LABEL", "STOPSIGNAL", "HEALTHCHECK", "MAINTAINER", "USER"}
+)
+
+
 def copy_context_last(
     final: list[str], movable: set[int], apt_lines: set[int], generated: set[str]
 ) -> list[str]:
     """Move each ``COPY . dest`` of the shipped stage below the apt installs that follow it (GL506).
 
     It moves only across apt-only RUNs (which read nothing from the context), the lines
-    optimize itself wrote, ENV lines when the COPY uses no variable, and WORKDIR lines when
-    its destination is absolute (a relative one would change meaning); anything else (a
-    set-up RUN, USER...) stops it.
+    optimize itself wrote, ENV lines when the COPY uses no variable, WORKDIR lines when its
+    destination is absolute (a relative one would change meaning), and the image's metadata
+    and USER (CMD, ENTRYPOINT, EXPOSE, LABEL...: no file is read or written); anything else (a
+    set-up RUN...) stops it.
     """
     out = list(final)
     for index in sorted(movable, reverse=True):
@@ -125,6 +133,7 @@ def copy_context_last(
                 out[j] in generated
                 or (out[j].startswith("ENV ") and "$" not in line)
                 or (out[j].upper().startswith("WORKDIR ") and absolute)
+                or out[j].split(" ", 1)[0].upper() in _NO_FILES
             ):
                 stop = j
             else:
