@@ -39,7 +39,8 @@ def measure(path: Path) -> dict[str, object] | None:
     from gpulint.config import Config
     from gpulint.engine import InputError, lint, read_source
     from gpulint.optimize import Refused, optimize
-    from gpulint.slimming import SIZE_RULES, is_size_finding, slim
+    from gpulint.optimize.multistage import in_place
+    from gpulint.slimming import SIZE_RULES, is_size_finding
 
     try:
         text = read_source(str(path))
@@ -67,7 +68,7 @@ def measure(path: Path) -> dict[str, object] | None:
         how = "split"
         blocked: list[str] = []
     except Refused as refused:
-        slimmed = slim(text, str(path), {}, context, Config(), refused.reasons)
+        slimmed = in_place(text, str(path), {}, context, Config(), refused.reasons)
         blocked = refused.reasons
         rewrite, how = (slimmed.text, "in place") if slimmed.changes else ("", "plan")
     result: dict[str, object] = {"before": len(before), "how": how, "blocked": blocked[:1]}

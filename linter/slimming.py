@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from . import __version__
@@ -45,27 +45,43 @@ class Slimmed:
     left: list[Finding]
     before: list[Finding]
     blocked: list[str] = field(default_factory=list)  # why no builder/runtime split was made
+    not_moved: list[str] = field(default_factory=list)  # cross-stage moves that were not safe (the plan)
+    moved: list[str] = field(default_factory=list)  # cross-stage moves made
 
     @property
     def better(self) -> bool:
-        """Fewer size findings, and no kind of error (rule) the original did not have.
+        """Fewer size findings (or a compile step moved out of the shipped stage, and none more), and
+        no kind of error (rule) the original did not have.
 
         Rules, not messages: a devel tag that was already deleted upstream (GL105) is still
         deleted as the runtime tag; that is the original's defect carried, not a new one.
         """
         codes_before = {f.code for f in self.before if f.severity is Severity.ERROR}
         new_errors = [f for f in self.left if f.severity is Severity.ERROR and f.code not in codes_before]
-        return len(self.left) < len(self.before) and not new_errors
+        fewer = len(self.left) < len(self.before) or (bool(self.moved) and len(self.left) <= len(self.before))
+        return fewer and not new_errors
 
 
 def _size_config(config: Config) -> Config:
     return config.merged(select=SIZE_RULES, extend_select=(), ignore=(), severity={})
 
 
-def _change(finding: Finding) -> str:
+def _change(finding: Finding, offset: int = 0) -> str:
     """One header line: where, what the fix does, and what the rule says it costs today."""
     what = finding.fix.description if finding.fix else finding.slug
-    return f"line {finding.line}: {what} ({finding.code}: {finding.message})"
+    return f"line {finding.line + offset}: {what} ({finding.code}: {finding.message})"
+
+
+@dataclass
+class _Header:
+    """What the header says: moves across stages, the fixes applied, what was not done, what is left."""
+
+    path: str
+    moved: list[str]
+    applied: list[Finding]
+    left: list[Finding]
+    blocked: list[str]
+    not_moved: list[str]
 
 
 def slim(
@@ -75,18 +91,26 @@ def slim(
     context_dir: str | None,
     config: Config,
     blocked: list[str],
+    original: str | None = None,
+    moved: Sequence[str] = (),
+    not_moved: Sequence[str] = (),
 ) -> Slimmed:
     """The safe hygiene fixes, then the devel -> runtime base switch where GL101 offers it.
 
     ``blocked`` are the reasons the builder/runtime split was refused: they go into the header,
-    so a reader knows what was not attempted and why.
+    so a reader knows what was not attempted and why. ``text`` may already carry cross-stage
+    moves (``moved``, one line each, lines as in ``original``); the findings before are the
+    original's, and ``not_moved`` lists the moves that were not safe.
     """
     from .engine import lint
     from .fixes import fix_text
 
     size_config = _size_config(config)
+    source = text if original is None else original
     before = [
-        f for f in lint(path, text, size_config, build_args, None, context_dir).findings if is_size_finding(f)
+        f
+        for f in lint(path, source, size_config, build_args, None, context_dir).findings
+        if is_size_finding(f)
     ]
     hygiene = fix_text(text, path, size_config, build_args, None, context_dir)
     applied = list(hygiene.applied)
@@ -108,16 +132,20 @@ def slim(
         for f in lint(path, current, size_config, build_args, None, context_dir).findings
         if is_size_finding(f)
     ]
-    changes = [_change(f) for f in sorted(applied, key=lambda f: (f.line, f.code))]
-    if current == text:
-        return Slimmed(text, [], left, before, blocked)
-    return Slimmed(_with_header(current, path, changes, left, blocked), changes, left, before, blocked)
+    applied.sort(key=lambda f: (f.line, f.code))
+    changes = [*moved, *(_change(f) for f in applied)]
+    if current == source:
+        return Slimmed(source, [], left, before, blocked, list(not_moved))
+    header = _Header(path, list(moved), applied, left, blocked, list(not_moved))
+    text = _with_header(current, header)
+    return Slimmed(text, changes, left, before, blocked, list(not_moved), list(moved))
 
 
-def _with_header(text: str, path: str, changes: list[str], left: list[Finding], blocked: list[str]) -> str:
+def _with_header(text: str, header: _Header) -> str:
     """The header after any parser directives (they must stay first to count), every line redacted.
 
-    The findings still left are named by their line in the rewrite, header included.
+    The findings still left are named by their line in the rewrite, header included; so are the
+    fixes when steps moved across stages (then the input's lines no longer match).
     """
     lines = text.splitlines(keepends=True)
     directives = 0
@@ -130,29 +158,38 @@ def _with_header(text: str, path: str, changes: list[str], left: list[Finding], 
     eol = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     offset = 0
     for _ in range(4):  # the header's own length shifts the lines it names: settle it
-        header = _header(path, changes, left, blocked, offset)
-        if len(header) == offset:
+        written = _header(header, offset)
+        if len(written) == offset:
             break
-        offset = len(header)
-    return "".join(lines[:directives]) + eol.join(header) + eol + "".join(lines[directives:])
+        offset = len(written)
+    return "".join(lines[:directives]) + eol.join(written) + eol + "".join(lines[directives:])
 
 
-def _header(path: str, changes: list[str], left: list[Finding], blocked: list[str], offset: int) -> list[str]:
+def _header(header: _Header, offset: int) -> list[str]:
     from .secrets import redact_secrets
 
-    header = [
-        f"# Slimmed by `gpulint optimize` {__version__} from {path}, in place (lines as in {path}). "
-        "What changed, and why:"
+    path = header.path
+    where = (
+        f"lines as in {path}"
+        if not header.moved
+        else f"moved steps named by their lines in {path}, the other changes by their lines below"
+    )
+    out = [
+        f"# Slimmed by `gpulint optimize` {__version__} from {path}, in place ({where}). What changed, and why:"
     ]
-    for change in changes:
-        header += wrap_comment(f"- {change}", "#   ")
-    if blocked:
-        header += wrap_comment(
-            "- not split into a builder and a runtime stage: " + "; ".join(blocked[:3]), "#   "
+    for change in header.moved:
+        out += wrap_comment(f"- {change}", "#   ")
+    for finding in header.applied:
+        out += wrap_comment(f"- {_change(finding, offset if header.moved else 0)}", "#   ")
+    if header.blocked:
+        out += wrap_comment(
+            "- not split into a builder and a runtime stage: " + "; ".join(header.blocked[:3]), "#   "
         )
-    for finding in left:
-        header += wrap_comment(
+    for line in header.not_moved:
+        out += wrap_comment(f"- not moved: {line}", "#   ")
+    for finding in header.left:
+        out += wrap_comment(
             f"- still here (line {finding.line + offset} below): {finding.code} {finding.message}", "#   "
         )
-    header.append("# Review it: build it and run your tests before shipping it.")
-    return [redact_secrets(line) for line in header]
+    out.append("# Review it: build it and run your tests before shipping it.")
+    return [redact_secrets(line) for line in out]

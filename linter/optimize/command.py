@@ -102,12 +102,12 @@ def _slim_in_place(
 
     from ..atomic import write_atomic
     from ..secrets import redact_secrets
-    from ..slimming import slim
+    from .multistage import in_place
 
     def say(message: str) -> None:
         click.echo(f"gpulint: optimize: {dockerfile}: {redact_secrets(message)}", err=True)
 
-    slimmed = slim(text, dockerfile, build_args, context, config, refused.reasons)
+    slimmed = in_place(text, dockerfile, build_args, context, config, refused.reasons)
     if slimmed.changes and slimmed.better:
         if output is None or output == "-":
             click.echo(slimmed.text, nl=False)
@@ -123,6 +123,8 @@ def _slim_in_place(
     # one sentence why, then the plan: what stands in the way, and each size finding to fix by hand
     if not slimmed.before:
         say("not rewritten: gpulint finds no size problem (GL101, GL301/GL302, GL5xx) in it")
+        for line in slimmed.not_moved:
+            say(f"  not moved: {line}")
         return 1
     say(
         f"not rewritten: no builder/runtime split ({refused.reasons[0]}), and none of its "
@@ -130,6 +132,8 @@ def _slim_in_place(
     )
     for reason in refused.reasons[1:]:
         say(f"  blocked: {reason}")
+    for line in slimmed.not_moved:
+        say(f"  not moved: {line}")
     for finding in slimmed.before:
         say(f"  line {finding.line}: {finding.code} {finding.message}")
     return 1
