@@ -278,3 +278,20 @@ def test_copy_of_the_context_moves_below_apt_across_metadata_and_user() -> None:
     )
     final = optimize(text).text.split("\nFROM ", 2)[2]
     assert final.index("apt-get install") < final.index("COPY . /app")
+
+
+def test_each_install_of_the_shipped_stage_fetches_its_own_lists() -> None:
+    """The original installs in later RUNs from the lists its first RUN fetched; the shipped stage
+    removes them in that RUN, so every later install there updates again (and cleans up)."""
+    text = (
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+        "RUN apt-get update && apt-get install -y python3 python3-pip\n"
+        "RUN apt-get install -y build-essential cmake\n"
+        "RUN apt-get install -y ffmpeg\n"
+        "RUN pip install numpy==1.26.4\n"
+    )
+    out = optimize(text).text
+    final = out.split("\nFROM ", 2)[2]
+    assert final.count("apt-get update") == 2 and final.count("rm -rf /var/lib/apt/lists/*") == 2
+    assert "RUN apt-get update \\\n    && apt-get install --no-install-recommends -y ffmpeg" in final
+    assert [f.code for f in lint_text(out) if f.code in ("GL006", "GL502")] == []

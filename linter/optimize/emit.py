@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..dockerfile import Instruction, Stage
 from .model import APT_LISTS_CLEANUP, VENV, Refused, Step, short
-from .packages import filtered_apt, installs, installs_python, lists_removed, updates
+from .packages import filtered_apt, installs, installs_python, lists_removed, update_texts
 from .shipped import consumed_copies, copy_context_last, weights_dir
 
 # instructions that only describe the shipped image: they stay in the shipped stage
@@ -211,11 +211,11 @@ class Emitter:
             )
         f_real = [p for p in f_parts if p not in context]
         run_installs = any(installs(el) for el in step.elements if el.kind == "apt")
+        own_update = update_texts(step.elements)
         if apt_builder and f_real and not run_installs and all(p in apt_texts for p in f_real):
             # `apt-get update` (or a clean-up) in a RUN of its own: the update goes with the next
             # install of the shipped stage that has none (and its lists are removed there)
-            if updates(step.elements):
-                self.pending_update = [p for p in f_real if p in apt_texts]
+            self.pending_update = own_update or self.pending_update
             f_real = []
         elif (
             apt_builder
@@ -225,12 +225,13 @@ class Emitter:
         ):
             f_real = []  # only `apt-get update`/clean left: every package it installed was a build tool
         if f_real:
-            updated = updates(step.elements)
+            updated = bool(own_update)
             if run_installs and not updated and self.pending_update:
+                # the lists an earlier RUN fetched are removed there: this install updates again
                 f_parts = [*self.pending_update, *f_parts]
                 updated = True
-            if run_installs:
-                self.pending_update = []
+            if own_update:
+                self.pending_update = own_update
             if apt_builder and updated and not lists_removed(step.elements):
                 f_parts.append(APT_LISTS_CLEANUP)
             self.final.append("RUN " + flags_text(step, []) + join(trim(f_parts)))

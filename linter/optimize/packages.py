@@ -121,12 +121,18 @@ def lists_removed(elements: list[Element]) -> bool:
 
 
 def updates(elements: list[Element]) -> bool:
-    return any(
-        c.name in ("apt-get", "apt")
-        and next((v for v in c.arg_values if not v.startswith("-")), "") == "update"
+    return bool(update_texts(elements))
+
+
+def update_texts(elements: list[Element]) -> list[str]:
+    """The links that are an `apt-get update` (or `apt update`), as written."""
+    return [
+        el.text
         for el in elements
-        for c in el.commands
-    )
+        if len(el.commands) == 1
+        and el.commands[0].name in ("apt-get", "apt")
+        and next((v for v in el.commands[0].arg_values if not v.startswith("-")), "") == "update"
+    ]
 
 
 def installs(el: Element) -> bool:
