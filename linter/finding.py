@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
 
@@ -76,6 +77,14 @@ class Finding:
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.column, self.code)
 
+    def place(self) -> tuple[str, int, int]:
+        """Where it is: file, line, column."""
+        return (self.path, self.line, self.column)
+
+    def identity(self) -> tuple[str, int, int, str, str]:
+        """What makes two findings one report: the place, the rule and the message."""
+        return (self.path, self.line, self.column, self.code, self.message)
+
     def to_dict(self) -> dict[str, object]:
         data: dict[str, object] = {
             "code": self.code,
@@ -107,3 +116,19 @@ class Finding:
                 ],
             }
         return data
+
+
+def unique(
+    findings: Iterable[Finding], key: Callable[[Finding], Hashable] = Finding.identity
+) -> list[Finding]:
+    """The first finding of each ``key``, in order: one report per place, rule and message (YAML
+    nodes shared through aliases, a Dockerfile two compose files build), or with
+    :meth:`Finding.place` one per place (a rule that reports a place once)."""
+    seen: set[Hashable] = set()
+    out = []
+    for finding in findings:
+        k = key(finding)
+        if k not in seen:
+            seen.add(k)
+            out.append(finding)
+    return out

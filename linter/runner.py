@@ -12,14 +12,16 @@ import fnmatch
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
 
 from .config import Config
 from .context import LintContext
 from .discovery import MAX_MANIFEST_BYTES, is_manifest_path
 from .dockerfile import Dockerfile, DockerfileError, decode, parse_dockerfile
-from .finding import Finding
+from .finding import Finding, unique
 from .pragmas import Pragma, parse_pragmas
 from .rule import (
+    Rule,
     dockerfile_rules,
     enabled_rules,
     find_rule,
@@ -31,6 +33,7 @@ from .rule import (
 )
 
 MAX_FILE_BYTES = 4 * 1024 * 1024
+T = TypeVar("T")
 
 
 class InputError(ValueError):
@@ -120,28 +123,15 @@ def lint_dockerfile(
     ctx.pragmas = pragmas
     findings: list[Finding] = []
     for cls in enabled_rules(config, manifest=False):
-        try:
-            produced = list(cls().check(ctx))
-        except Exception as exc:
-            if on_crash is None:
-                raise RuleCrash(cls.code, path, exc) from exc
-            crash = RuleCrash(cls.code, path, exc)
-            crash.__cause__ = exc
-            on_crash(crash)  # a bug in one rule must not hide the other rules' findings
-            continue
-        findings.extend(_one_per_place(produced) if cls.one_per_place else produced)
+        produced = guarded(cls.code, path, on_crash, _checked, cls, ctx)
+        if produced is not None:
+            findings.extend(unique(produced, Finding.place) if cls.one_per_place else produced)
     findings = apply_config(apply_pragmas(findings, pragmas, path, config), config)
     findings.sort(key=Finding.sort_key)
     facts: dict[str, str] = {}
     for cls in dockerfile_rules():
-        try:
-            facts.update(cls.facts(ctx))
-        except Exception as exc:  # a fact is never worth losing the findings for
-            if on_crash is None:
-                raise RuleCrash(cls.code, path, exc) from exc
-            crash = RuleCrash(cls.code, path, exc)
-            crash.__cause__ = exc
-            on_crash(crash)
+        found = guarded(cls.code, path, on_crash, cls.facts, ctx)  # a fact is never worth the findings
+        facts.update(found or {})
     return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile, facts=facts)
 
 
@@ -170,22 +160,36 @@ def apply_config(findings: list[Finding], config: Config) -> list[Finding]:
     return findings
 
 
-def _one_per_place(findings: list[Finding]) -> list[Finding]:
-    """A rule reports a place once: the first finding at a (file, line, column) wins."""
-    seen: set[tuple[str, int, int]] = set()
-    out = []
-    for finding in findings:
-        key = (finding.path, finding.line, finding.column)
-        if key not in seen:
-            seen.add(key)
-            out.append(finding)
-    return out
-
-
 class RuleCrash(RuntimeError):
     def __init__(self, code: str, path: str, exc: Exception) -> None:
         super().__init__(f"{path}: internal error in rule {code}: {exc.__class__.__name__}: {exc}")
         self.code = code
+
+
+def guarded(
+    code: str,
+    path: str,
+    on_crash: Callable[[RuleCrash], None] | None,
+    call: Callable[..., T],
+    *args: Any,
+) -> T | None:
+    """``call(*args)`` for rule ``code``, the one place a rule's crash is handled (Dockerfile and
+    manifest checks, facts). A rule that raises is a bug in gpulint: without ``on_crash`` it
+    raises :class:`RuleCrash`; with it, ``on_crash`` is told and None comes back, so one rule's
+    bug never hides the other rules' findings."""
+    try:
+        return call(*args)
+    except Exception as exc:
+        crash = RuleCrash(code, path, exc)
+        if on_crash is None:
+            raise crash from exc
+        crash.__cause__ = exc
+        on_crash(crash)
+        return None
+
+
+def _checked(cls: type[Rule], ctx: LintContext) -> list[Finding]:
+    return list(cls().check(ctx))
 
 
 def apply_pragmas(findings: list[Finding], pragmas: list[Pragma], path: str, config: Config) -> list[Finding]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .. import __version__
 from ..config import Config
-from ..finding import Finding
+from ..finding import Finding, unique
 from .common import FAIL_LEVEL
 
 if TYPE_CHECKING:
@@ -79,14 +79,8 @@ def build_report(
 
 
 def dedupe(findings: list[Finding]) -> list[Finding]:
-    seen: set[tuple[str, int, int, str, str]] = set()
-    out = []
-    for f in sorted(findings, key=Finding.sort_key):
-        key = (f.path, f.line, f.column, f.code, f.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
-    return out
+    """Every file's findings in report order, each reported once."""
+    return unique(sorted(findings, key=Finding.sort_key))
 
 
 def redacted(result: LintResult) -> str:

@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ..config import Config
-from ..finding import Finding, Severity
+from ..finding import Finding, Severity, unique
 from ..rule import Rule, enabled_rules, rule_url
 from ..runner import (
     LintResult,
     RuleCrash,
     apply_config,
     apply_pragmas,
+    guarded,
 )
 from .compose import ComposeLoader, default_override
 from .context import ManifestContext
@@ -145,18 +146,9 @@ def lint_manifest(
     for cls in enabled_rules(config):
         if kind not in cls.manifest_kinds:
             continue
-        rule = cls()
-        try:
-            produced = list(rule.check_manifest(ctx))
-        except Exception as exc:
-            crash = RuleCrash(cls.code, path, exc)
-            if on_crash is None:
-                raise crash from exc
-            crash.__cause__ = exc
-            on_crash(crash)
-            continue
-        findings.extend(produced)
-    findings = _unique(findings)
+        produced = guarded(cls.code, path, on_crash, _checked, cls, ctx)
+        findings.extend(produced or ())
+    findings = unique(findings)
     for yaml_path, other in ctx.files.items():
         findings = apply_pragmas(findings, other.pragmas, yaml_path, config)
     findings = apply_config(findings, config)
@@ -168,13 +160,5 @@ def lint_manifest(
     return LintResult(path=path, findings=findings, text=text, extra_sources=extra)
 
 
-def _unique(findings: list[Finding]) -> list[Finding]:
-    """One finding per place, rule and message (nodes shared through aliases/extends repeat)."""
-    seen: set[tuple[str, int, int, str, str]] = set()
-    out = []
-    for f in findings:
-        key = (f.path, f.line, f.column, f.code, f.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
-    return out
+def _checked(cls: type[Rule], ctx: ManifestContext) -> list[Finding]:
+    return list(cls().check_manifest(ctx))
