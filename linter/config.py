@@ -21,7 +21,6 @@ KNOWN_KEYS = (
     "fail-on",
     "min-driver",
     "weights-threshold",
-    "trusted-registries",
     "per-file-ignores",
     "build-args",
     "exclude",
@@ -43,7 +42,6 @@ class Config:
     fail_on: str = "warning"
     min_driver: str | None = None
     weights_threshold: int = 100 * 1000 * 1000
-    trusted_registries: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     build_args: dict[str, str] = field(default_factory=dict)
     exclude: tuple[str, ...] = ()
@@ -217,8 +215,6 @@ def config_from_mapping(data: dict[str, Any], source: str, text: str = "") -> Co
         values["min_driver_source"] = "config"
     if "weights-threshold" in data:
         values["weights_threshold"] = parse_size(data["weights-threshold"], source)
-    if "trusted-registries" in data:
-        values["trusted_registries"] = _str_list(data["trusted-registries"], source, "trusted-registries")
     if "per-file-ignores" in data:
         pfi = data["per-file-ignores"]
         if not isinstance(pfi, dict):

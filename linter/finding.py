@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 class Severity(enum.IntEnum):
@@ -67,8 +67,6 @@ class Finding:
     help: str = ""
     fix: Fix | None = None
     url: str = ""
-    # Set by the engine, not by rules.
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def last_line(self) -> int:

@@ -187,5 +187,4 @@ def _redact_finding(f: Finding, text: Callable[[str], str]) -> Finding:
         help=text(f.help),
         path=text(f.path),
         fix=fix,
-        extra={k: text(v) for k, v in f.extra.items()},
     )

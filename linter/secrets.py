@@ -207,11 +207,6 @@ def redact_text(text: str, spans: list[SecretSpan]) -> str:
     return "\n".join(lines)
 
 
-def redact_value(value: str) -> str:
-    """A credential shown in a message: its kind only, never a character of it."""
-    return REDACTED if value else value
-
-
 @functools.lru_cache(maxsize=8192)
 def _redact_line(line: str) -> str:
     """One line redacted (cached: reports repeat help texts and source lines thousands of times)."""
