@@ -182,7 +182,7 @@ def install_groups(ctx: LintContext, stage: Stage) -> list[list[Located]]:
 def pip_specs(ctx: LintContext, stage: Stage) -> list[Located]:
     """Every pip spec a stage installs, requirements files included, in order (memoised, so that
     the same spec is the same object for every rule)."""
-    cache: dict[int, list[Located]] = ctx.cache.setdefault("kernel_pins.pip_specs", {})
+    cache = ctx.memo(pip_specs)
     if id(stage) in cache:
         return cache[id(stage)]
     out: list[Located] = []
@@ -462,8 +462,8 @@ def has_cuda_compiler(ctx: LintContext, stage: Stage) -> bool:
     """Can a build in this stage compile CUDA: a devel/NGC base, or nvcc installed with apt/yum/conda?
     There an unknown repository built from git may well carry CUDA kernels (openfold, a fork of
     pytorch, MinkowskiEngine); in a runtime image it can only be Python or CPU code."""
-    key = f"kernel_pins.nvcc:{id(stage)}"
-    if key not in ctx.cache:
+    known = ctx.memo(has_cuda_compiler)
+    if id(stage) not in known:
         info = ctx.base_info(stage)
         found = info is not None and (info.is_devel or info.family == "ngc")
         if not found:
@@ -473,8 +473,8 @@ def has_cuda_compiler(ctx: LintContext, stage: Stage) -> bool:
                         p.name and _NVCC_PACKAGE_RE.match(p.name) for p in install.packages
                     ):
                         found = True
-        ctx.cache[key] = found
-    return bool(ctx.cache[key])
+        known[id(stage)] = found
+    return known[id(stage)]
 
 
 def _builds_cuda(spec: PackageSpec) -> bool:

@@ -980,12 +980,12 @@ def _pytorch_base(ctx: LintContext) -> bool:
 def _installs_any(ctx: LintContext, table: str) -> bool:
     """Does any stage install a package of ``packages.yaml``'s ``table``? Any stage counts: a
     virtualenv built in one stage is often copied into the shipped one."""
-    key = f"layer_hygiene.installs.{table}"
-    if key not in ctx.cache:
+    known = ctx.memo(_installs_any)
+    if table not in known:
         from gpulint.rules.kernel_pins import pip_specs
 
         names = set(data.load("packages")[table])
-        ctx.cache[key] = any(
+        known[table] = any(
             any(item.spec.name in names for item in pip_specs(ctx, stage))
             or any(
                 spec.name in names
@@ -995,7 +995,7 @@ def _installs_any(ctx: LintContext, table: str) -> bool:
             )
             for stage in ctx.stages
         )
-    return bool(ctx.cache[key])
+    return known[table]
 
 
 # -- GL508 -------------------------------------------------------------------------------------

@@ -398,6 +398,7 @@ class PipCacheKept(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
+        poetry_seen: set[str] = set()  # the image's first poetry install fetches the locked packages
         for stage in ctx.shipped_stages():
             for instr in stage.instructions:
                 if instr.keyword != "RUN":
@@ -454,15 +455,14 @@ class PipCacheKept(Rule):
                         fix=fix,
                         severity=Severity.INFO if weight == "tooling" else None,
                     )
-                yield from self._poetry(ctx, stage, instr, commands)
+                yield from self._poetry(ctx, stage, instr, commands, poetry_seen)
 
     def _poetry(
-        self, ctx: LintContext, stage: Stage, instr: Instruction, commands: list[Command]
+        self, ctx: LintContext, stage: Stage, instr: Instruction, commands: list[Command], seen: set[str]
     ) -> Iterator[Finding]:
         """`poetry install` (sync, add, update): its artifact cache keeps every wheel it downloaded,
         with or without a virtualenv (POETRY_VIRTUALENVS_CREATE=false changes where packages go,
         not the cache)."""
-        seen: set[str] = ctx.cache.setdefault("poetry-installs-seen", set())
         for index, cmd in enumerate(commands):
             if cmd.name != "poetry":
                 continue
@@ -591,10 +591,10 @@ def _cache_disabled(ctx: LintContext, stage: Stage, instr: Instruction, cmd: Com
 def _pip_config_disables_cache(ctx: LintContext, stage: Stage, instr: Instruction) -> bool:
     """``pip config set global.no-cache-dir ...`` in an earlier RUN of the image."""
     # memo per stage: the first RUN that sets it (scanning the chain for every install is quadratic)
-    key = f"pip-config-no-cache:{id(stage)}"
-    if key not in ctx.cache:
-        ctx.cache[key] = _first_pip_config_no_cache(ctx, stage)
-    first = ctx.cache[key]
+    known = ctx.memo(_first_pip_config_no_cache)
+    if id(stage) not in known:
+        known[id(stage)] = _first_pip_config_no_cache(ctx, stage)
+    first = known[id(stage)]
     if first is None:
         return False
     for item in stage.all_instructions():
@@ -635,21 +635,25 @@ def _pip_config_set(cmd: Command) -> list[str] | None:
 def _configured_cache_dir(ctx: LintContext, stage: Stage, instr: Instruction) -> str | None:
     """The value of the last ``pip config set <section>.cache-dir X`` before ``instr`` in the image."""
     # memo per stage: what each instruction sees, from one pass over the chain (linear)
-    key = f"pip-config-cache-dir:{id(stage)}"
-    if key not in ctx.cache:
-        seen: dict[int, str | None] = {}
-        found: str | None = None
-        for item in stage.all_instructions():
-            seen[id(item)] = found
-            if item.keyword != "RUN":
-                continue
-            for cmd in ctx.commands(item):
-                words = _pip_config_set(cmd)
-                if words and words[0].split(".", 1)[-1] == "cache-dir":
-                    found = words[1]
-        ctx.cache[key] = seen
-    value: str | None = ctx.cache[key].get(id(instr))
-    return value
+    known = ctx.memo(_cache_dirs_seen)
+    if id(stage) not in known:
+        known[id(stage)] = _cache_dirs_seen(ctx, stage)
+    return known[id(stage)].get(id(instr))
+
+
+def _cache_dirs_seen(ctx: LintContext, stage: Stage) -> dict[int, str | None]:
+    """``pip config set <section>.cache-dir`` as each instruction of the image sees it, by id."""
+    seen: dict[int, str | None] = {}
+    found: str | None = None
+    for item in stage.all_instructions():
+        seen[id(item)] = found
+        if item.keyword != "RUN":
+            continue
+        for cmd in ctx.commands(item):
+            words = _pip_config_set(cmd)
+            if words and words[0].split(".", 1)[-1] == "cache-dir":
+                found = words[1]
+    return seen
 
 
 def _cache_dir_hint(configured: str | None) -> str:

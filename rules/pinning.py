@@ -289,10 +289,10 @@ _TRUE = frozenset({"1", "true", "yes", "on", "y", "t"})
 
 def _makes_venv(ctx: LintContext, stage: Stage) -> bool:
     """A RUN of the stage (or its parents) that creates a virtual environment: installs may go there."""
-    key = f"pinning.makes_venv:{id(stage)}"
-    if key not in ctx.cache:
-        ctx.cache[key] = _find_venv(ctx, stage)
-    return bool(ctx.cache[key])
+    known = ctx.memo(_find_venv)
+    if id(stage) not in known:
+        known[id(stage)] = _find_venv(ctx, stage)
+    return known[id(stage)]
 
 
 def _find_venv(ctx: LintContext, stage: Stage) -> bool:

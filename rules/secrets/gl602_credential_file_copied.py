@@ -27,14 +27,16 @@ def pattern_free(path: str) -> str:
 def _credential_files(ctx: LintContext, files: list[CopiedFile]) -> list[tuple[CopiedFile, str]]:
     """The credential files among ``files``, judged once per list: COPYs of one directory share
     the walk's list, and 20 `COPY .` of a 200,000-file context must not judge it 20 times."""
-    cache: dict[int, tuple[list[CopiedFile], list[tuple[CopiedFile, str]]]] = ctx.cache.setdefault(
-        "credential_files", {}
-    )
+    cache = ctx.memo(_judged)
     found = cache.get(id(files))
     if found is None or found[0] is not files:
-        matches = [(item, pattern) for item in files if (pattern := _credential_match(item.relative))]
-        found = cache[id(files)] = (files, matches)
+        found = cache[id(files)] = _judged(files)
     return found[1]
+
+
+def _judged(files: list[CopiedFile]) -> tuple[list[CopiedFile], list[tuple[CopiedFile, str]]]:
+    """``files`` (kept: the memo's key is its id) and the credential files among them."""
+    return files, [(item, pattern) for item in files if (pattern := _credential_match(item.relative))]
 
 
 @functools.lru_cache(maxsize=1)
