@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from .config import Config
 from .dockerfile import Stage
@@ -23,8 +22,6 @@ class LintContext(LintFacts):
 
     config: Config = field(default_factory=Config)
     pragmas: list[Pragma] = field(default_factory=list)
-    # the rules' own memo tables until they move to the typed ``memo`` (gpulint.facts)
-    cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def builds_a_toolchain_image(self) -> bool:
