@@ -136,6 +136,7 @@ def analyse(
     workers = _workers(distinct, jobs) if reopen is not None else 1
     if reopen is not None and workers > 1:
         scans = _scan_in_parallel(reopen, info, extensions, candidate_threshold, workers, progress, distinct)
+        _return_freed_memory()  # the workers' pickled results, freed but kept by malloc
     else:
         for layer in distinct:
             scans.append(_scan_one(image, layer.index, history, extensions, candidate_threshold))
@@ -159,6 +160,23 @@ def _repeat(scan: LayerScan, layer: Layer, history: list[dict[str, Any]]) -> Lay
     created_by = str(history[layer.index].get("created_by", "")) if layer.index < len(history) else ""
     report = dataclasses.replace(scan.report, index=layer.index, created_by=created_by, tree=None)
     return dataclasses.replace(scan, report=report)
+
+
+def _return_freed_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc's malloc_trim) before stacking.
+
+    The walking processes' results arrive as pickles of tens of MB; once unpickled they are
+    free, but glibc keeps them, and stacking then allocates its index on top: 174 MB peak
+    instead of 154 MB for 4 x 200,000 entries. Elsewhere (musl, macOS) this does nothing.
+    """
+    import ctypes
+
+    try:
+        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the process's own C library
+    except OSError:
+        return
+    if trim is not None:
+        trim(0)
 
 
 PARALLEL_MIN_BYTES = 512 * 1024 * 1024  # layers (as stored) smaller than this in all: one process
