@@ -83,6 +83,10 @@ SLOW_TESTS = frozenset(
         "test_html_report.py::test_tree_for_200k_files_stays_small",
         "test_compose.py::test_cli_bad_yaml_bomb_and_huge_file_exit_2_with_one_line",
         "test_cli.py::test_terminal_gets_tty_format_with_colour_unless_no_color",
+        # a real editor session of benchmarks/lsp_latency.py, and the README's editor snippets
+        # started in Lua (the other test_lsp.py sessions stay in `make unit`)
+        "test_lsp.py::test_latency_benchmark_session",
+        "test_lsp.py::test_readme_editor_snippets_start_what_gpulint_lsp_is",
         # a second of waiting each on a registry deadline or a Retry-After
         "test_registry_faults.py::test_429_honours_a_short_retry_after",
         "test_registry_faults.py::test_a_server_that_does_not_answer_times_out",
