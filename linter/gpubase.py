@@ -227,3 +227,12 @@ def classify(ref: ImageRef) -> BaseInfo:
     if full in _repos("plain_images"):
         return BaseInfo("plain", False, floating=no_tag or tag_floats(tag))
     return BaseInfo("other", False, floating=no_tag or tag_floats(tag), recognised_tag=False)
+
+
+def jetson_reference(name: str, tag: str | None) -> bool:
+    """``nvcr.io/nvidia/l4t-pytorch``, ``nvcr.io/nvidia/pytorch:24.05-py3-igpu``, ``dustynv/ros:humble-r36.2.0``."""
+    table = data.load("base_images")["jetson_images"]
+    tokens = set(re.split(r"[/:_.-]+", f"{name}:{tag or ''}".lower()))
+    if tokens & set(table["name_tokens"]):
+        return True
+    return tag is not None and any(re.search(pattern, tag) for pattern in table["tag_patterns"])

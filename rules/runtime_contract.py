@@ -17,7 +17,7 @@ from gpulint.frameworks import torch_variant
 from gpulint.lazyre import lazy_re
 from gpulint.requirecuda import parse_bool
 from gpulint.rule import Rule, make_fix, register
-from gpulint.rules.cuda_stack import by_line, certain_compile_signals
+from gpulint.rules.base.cuda_stack import by_line, certain_compile_signals
 from gpulint.shell import Command
 
 _DEVICE_IDS_RE = lazy_re(

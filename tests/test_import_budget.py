@@ -50,7 +50,7 @@ def _forbidden(modules: list[str]) -> list[str]:
 
 def test_one_dockerfile_imports_only_what_it_lints() -> None:
     modules = _modules("--no-config", "fixtures/examples/llm-server.Dockerfile")
-    assert "gpulint.rules.cuda_stack" in modules  # the probe did lint
+    assert "gpulint.rules.base.gl101_devel_final_stage" in modules  # the probe did lint
     assert "gpulint.imageref" in modules  # image references are parsed; the image package is not
     assert _forbidden(modules) == []
 

@@ -9,7 +9,7 @@ from gpulint import lint_text
 from gpulint.config import Config
 from gpulint.engine import lint
 from gpulint.finding import Finding, Severity
-from gpulint.rules.driver_compat import DriverFloor
+from gpulint.rules.base.gl106_driver_floor import DriverFloor
 
 ERROR_12_8 = (
     '"nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your driver '

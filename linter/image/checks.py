@@ -13,7 +13,6 @@ from typing import Any
 
 from ..config import Config
 from ..finding import Finding, Severity
-from ..requirecuda import Host, cuda_for_driver, driver_needed, evaluate
 from ..rule import Rule, all_rules, find_rule, rule_url
 from ..sizes import human
 from .analysis import Analysis
@@ -99,79 +98,6 @@ def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
         created = re.sub(r"^/bin/sh -c (#\(nop\)\s*)?", "", created).strip()
         return f"layer {index + 1}" + (f" ({created[:80]})" if created else "")
 
-    # GL101: toolchain shipped
-    devel_env = sorted(k for k in env if re.match(r"^NV_\w*_DEV_", k) or k == "NV_CUDA_CUDART_DEV_VERSION")
-    if analysis.nvcc or devel_env or "stubs" in env.get("LIBRARY_PATH", ""):
-        evidence = []
-        if analysis.nvcc:
-            evidence.append(f"nvcc at /{analysis.nvcc[0].path}")
-        if devel_env:
-            evidence.append(f"Env {devel_env[0]}")
-        if analysis.static_libs_size:
-            evidence.append(f"{human(analysis.static_libs_size)} of CUDA static libraries")
-        out.append(
-            _make(
-                "GL101",
-                source,
-                (analysis.nvcc[0].layer + 1) if analysis.nvcc else 1,
-                f"the image ships the CUDA devel toolchain ({', '.join(evidence)}); unless it compiles at run time, "
-                "ship a runtime/base image and build in a builder stage",
-            )
-        )
-    # GL105: end of life
-    if env.get("NVIDIA_CUDA_END_OF_LIFE") == "1":
-        out.append(
-            _make(
-                "GL105",
-                source,
-                1,
-                f"the image's base is an end-of-life CUDA image (Env NVIDIA_CUDA_END_OF_LIFE=1, CUDA "
-                f"{env.get('CUDA_VERSION', '?')}): NVIDIA deletes such tags about 6 months after EOL",
-            )
-        )
-    # GL106: driver floor - a finding only against a known fleet minimum; the driver the image
-    # needs is in the report's header either way
-    cuda = env.get("CUDA_VERSION")
-    if cuda and config.min_driver:
-        result = evaluate(env, Host(driver=config.min_driver))
-        if result.satisfied is False:
-            needed = driver_needed(cuda)
-            finding = _make(
-                "GL106",
-                source,
-                1,
-                f"CUDA {cuda[:16]} needs NVIDIA driver >= {needed or '?'}; on your floor {config.min_driver} "
-                "the NVIDIA Container Toolkit refuses it",
-                Severity.WARNING,
-            )
-            finding.help = (
-                f'"{result.error_message()}" (driver {config.min_driver} is CUDA '
-                f"{cuda_for_driver(config.min_driver)}): build for that CUDA or raise the driver floor"
-            )
-            out.append(finding)
-    # GL107: two CUDA stacks
-    if analysis.nvidia_wheels_size > 100_000_000 and analysis.cuda_libs_size > 100_000_000:
-        out.append(
-            _make(
-                "GL107",
-                source,
-                1,
-                f"the image carries two CUDA stacks: {human(analysis.nvidia_wheels_size)} of pip nvidia-* wheels and "
-                f"{human(analysis.cuda_libs_size)} of /usr/local/cuda libraries; use an nvidia/cuda -base image",
-            )
-        )
-    # GL108: torch's CUDA vs the image's
-    if analysis.torch_cuda and cuda:
-        torch_cuda, where = analysis.torch_cuda
-        if torch_cuda.split(".")[0] != cuda.split(".")[0]:
-            out.append(
-                _make(
-                    "GL108",
-                    source,
-                    1,
-                    f"torch in /{where} is built for CUDA {torch_cuda} but the image is CUDA {cuda}",
-                )
-            )
     if not analysis.walked:
         out.extend(_history_findings(analysis, config))
         return out

@@ -56,8 +56,6 @@ GROUP_COLOUR = "#4f5b69"  # a group's frame and title strip
 INNER_GROUP_COLOUR = "#76818e"
 NEST_LEVELS = 2  # each view draws its children and, with room, two levels below them
 SAVINGS_LABELS = {
-    "GL101": "ship a runtime base, not the devel toolchain",
-    "GL107": "keep one CUDA stack, not two",
     "GL505": "delete files in the layer that makes them",
 }
 

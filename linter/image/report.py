@@ -56,10 +56,6 @@ def savings(analysis: Analysis) -> dict[str, int]:
     """Bytes (uncompressed) that fixing each rule would take out of the image, for the rules that
     know (:meth:`gpulint.rule.Rule.image_saving`), in code order."""
     out: dict[str, int] = {}
-    if analysis.nvcc and analysis.devel_only_size:
-        out["GL101"] = analysis.devel_only_size
-    if analysis.nvidia_wheels_size > 100_000_000 and analysis.cuda_libs_size > 100_000_000:
-        out["GL107"] = min(analysis.nvidia_wheels_size, analysis.cuda_libs_size)
     for cls in all_rules():
         size = cls.image_saving(analysis)
         if size:

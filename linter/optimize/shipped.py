@@ -16,14 +16,14 @@ from .model import Element, Refused, Step
 
 def final_base(stage: Stage, info: BaseInfo, ctx: LintContext) -> tuple[str, str, str]:
     """(FROM text of the shipped stage, what it is, the expected saving) for a devel base."""
-    from ..rules.base_images import _cuda_users
+    from ..rules.base.images import cuda_users
 
     savings = data.load("base_images")["devel_saving"]
     written = stage.base_text
     ref = stage.image
     assert ref is not None and ref.tag is not None
     if info.family == "nvidia-cuda":
-        bundled, system = _cuda_users(ctx, [stage])
+        bundled, system = cuda_users(ctx, [stage])
         if bundled and not system:
             pattern, flavour, saving = (
                 r"(-cudnn\d*|-tensorrt)?-devel(?=-|$)",

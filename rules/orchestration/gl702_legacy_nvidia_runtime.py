@@ -94,7 +94,7 @@ _JETSON_HOST_PATH_RE = re.compile(r"/dev/nv(host|map)|/tmp/argus_socket")
 
 def _jetson_service(service: Service) -> bool:
     """A service for Jetson: it runs (or is built FROM) an L4T/iGPU image, or maps Tegra devices."""
-    from gpulint.rules.base_images import jetson_reference
+    from gpulint.gpubase import jetson_reference
 
     ref = ServiceImage(service).ref
     if ref is not None and jetson_reference(ref.full_name, ref.tag):

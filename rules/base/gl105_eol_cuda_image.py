@@ -1,63 +1,20 @@
-"""GL104, GL105: how base image tags age - digests, and NVIDIA's end-of-life deletions."""
+"""GL105 eol-cuda-image: The nvidia/cuda base tag is end-of-life and will be deleted."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpulint import data
 from gpulint.context import LintContext
-from gpulint.finding import Finding, Fix, FixSafety, Severity
+from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.gpubase import classify
 from gpulint.requirecuda import compare
 from gpulint.rule import Rule, register
 
-
-@register
-class BaseNotDigestPinned(Rule):
-    code = "GL104"
-    slug = "base-not-digest-pinned"
-    severity = Severity.INFO
-    enabled_by_default = False
-    fix_safety = FixSafety.UNSAFE
-    summary = "A base image has a tag but no @sha256 digest"
-    what = """
-        Finds `FROM` lines whose external image has a tag but no `@sha256:` digest.
-        Off by default: turn it on (`--extend-select GL104`) where builds must be
-        bit-for-bit reproducible. `--fix --unsafe-fixes` pins the digest the registry
-        serves for the tag now (the index digest for multi-platform images); an
-        unreachable registry skips the fix (a digest is never guessed).
-    """
-    why = """
-        Tags move: NVIDIA and the framework projects rebuild images under the same
-        tag (security updates, new cuDNN point releases), so the same Dockerfile
-        gives different images on different days.
-    """
-    example = """
-        FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
-    """
-    instead = """
-        Keep the tag for readers and pin the digest (`docker buildx imagetools inspect IMAGE`):
-
-        FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04@sha256:<digest>
-    """
-
-    def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for stage in ctx.stages:
-            ref = stage.image
-            if ref is None or stage.parent is not None or not stage.base.resolved:
-                continue
-            if ref.tag and not ref.digest:
-                yield self.finding(
-                    ctx,
-                    f"base image {stage.base.text} is pinned by tag only; the tag can be rebuilt under you: "
-                    f"add @sha256:<digest> (docker buildx imagetools inspect {stage.base.text})",
-                    instruction=stage.from_instruction,
-                    # the digest comes from the registry: gpulint's fix engine looks it up (--unsafe-fixes)
-                    fix=Fix(
-                        f"pin the digest {stage.base.text} has now (from the registry)", FixSafety.UNSAFE
-                    ),
-                )
+if TYPE_CHECKING:
+    from gpulint.image.checks import ImageEvidence
 
 
 def _in_ranges(version: str, ranges: list[list[str]]) -> bool:
@@ -146,6 +103,17 @@ class EolCudaImage(Rule):
 
         FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
     """
+
+    def check_image(self, image: ImageEvidence) -> Iterator[Finding]:
+        """NVIDIA's end-of-life CUDA images say so in their Env."""
+        env = image.env
+        if env.get("NVIDIA_CUDA_END_OF_LIFE") == "1":
+            yield image.finding(
+                self,
+                1,
+                f"the image's base is an end-of-life CUDA image (Env NVIDIA_CUDA_END_OF_LIFE=1, CUDA "
+                f"{env.get('CUDA_VERSION', '?')}): NVIDIA deletes such tags about 6 months after EOL",
+            )
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         as_of = data.load("cuda")["eol"]["as_of"]

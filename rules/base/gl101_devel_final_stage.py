@@ -1,4 +1,4 @@
-"""GL1xx: base images and the CUDA toolkit."""
+"""GL101 devel-final-stage: The shipped stage is built on a CUDA devel/SDK image but compiles nothing."""
 
 from __future__ import annotations
 
@@ -9,17 +9,21 @@ from typing import TYPE_CHECKING
 from gpulint import data
 from gpulint.buildcontext import pip_sources
 from gpulint.context import LintContext
-from gpulint.dockerfile import Instruction, Stage
+from gpulint.dockerfile import Stage
 from gpulint.expand import expand
 from gpulint.facts.cuda import build_container, compile_signals, dev_environment, own_entry, workspace_entry
 from gpulint.finding import Edit, Finding, Fix, FixSafety, Severity
-from gpulint.gpubase import BaseInfo, classify, floating_tag_problem, is_gpu_image
-from gpulint.imageref import parse_image_ref
+from gpulint.gpubase import BaseInfo
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, make_fix, register
+from gpulint.rules.base.images import cuda_users, is_jetson
+from gpulint.sizes import human
 
 if TYPE_CHECKING:
-    from gpulint.manifests import ManifestContext, Node
+    from gpulint.image.analysis import Analysis
+    from gpulint.image.checks import ImageEvidence
+
+    pass
 
 
 @register
@@ -92,6 +96,33 @@ class DevelFinalStage(Rule):
         RUN pip install --no-cache-dir vllm==0.6.3
         CMD ["python3", "-m", "vllm.entrypoints.openai.api_server"]
     """
+
+    saving_label = "ship a runtime base, not the devel toolchain"
+
+    def check_image(self, image: ImageEvidence) -> Iterator[Finding]:
+        """The toolchain shipped: nvcc, the devel Env of NVIDIA's images, the stubs on LIBRARY_PATH."""
+        analysis, env = image.analysis, image.env
+        devel_env = sorted(
+            k for k in env if re.match(r"^NV_\w*_DEV_", k) or k == "NV_CUDA_CUDART_DEV_VERSION"
+        )
+        if analysis.nvcc or devel_env or "stubs" in env.get("LIBRARY_PATH", ""):
+            evidence = []
+            if analysis.nvcc:
+                evidence.append(f"nvcc at /{analysis.nvcc[0].path}")
+            if devel_env:
+                evidence.append(f"Env {devel_env[0]}")
+            if analysis.static_libs_size:
+                evidence.append(f"{human(analysis.static_libs_size)} of CUDA static libraries")
+            yield image.finding(
+                self,
+                (analysis.nvcc[0].layer + 1) if analysis.nvcc else 1,
+                f"the image ships the CUDA devel toolchain ({', '.join(evidence)}); unless it compiles at run time, "
+                "ship a runtime/base image and build in a builder stage",
+            )
+
+    @classmethod
+    def image_saving(cls, analysis: Analysis) -> int:
+        return analysis.devel_only_size if analysis.nvcc and analysis.devel_only_size else 0
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         chain = ctx.shipped_stages()
@@ -179,70 +210,10 @@ def _jetson_dockerfile(path: str) -> bool:
     return bool(tokens & set(table["name_tokens"]))
 
 
-def is_jetson(stage: Stage) -> bool:
-    """Is the stage's base a Jetson (L4T / iGPU) image? (data: base_images.jetson_images)"""
-    ref = stage.root.image
-    return ref is not None and jetson_reference(ref.full_name, ref.tag)
-
-
-def jetson_reference(name: str, tag: str | None) -> bool:
-    """``nvcr.io/nvidia/l4t-pytorch``, ``nvcr.io/nvidia/pytorch:24.05-py3-igpu``, ``dustynv/ros:humble-r36.2.0``."""
-    table = data.load("base_images")["jetson_images"]
-    tokens = set(re.split(r"[/:_.-]+", f"{name}:{tag or ''}".lower()))
-    if tokens & set(table["name_tokens"]):
-        return True
-    return tag is not None and any(re.search(pattern, tag) for pattern in table["tag_patterns"])
-
-
 # NGC images that are not an SDK around a framework but the product itself: no runtime
 # flavour exists to name (Triton's -py3 image is its serving runtime; NeMo is its own stack).
 # NGC JAX runs XLA on the image's own CUDA: it needs ptxas and nvlink from the toolkit at run time.
 NO_RUNTIME_ALTERNATIVE = frozenset({"tritonserver", "nemo", "jax"})
-# pip/conda framework installs that bring their own CUDA libraries (nvidia-* wheels, conda cuda libs)
-_JAX_BUNDLED_EXTRAS = lazy_re(r"^cuda\d*(-pip)?$")
-_CPU_INDEX = lazy_re(r"/whl/(nightly/|test/)?cpu/?$")
-
-
-def _cuda_users(ctx: LintContext, chain: list[Stage]) -> tuple[bool, bool]:
-    """(a framework brings its own CUDA libraries, something needs the image's CUDA libraries)."""
-    bundled = False
-    system = False
-    for stage in chain:
-        for instr, _cmd, install in ctx.stage_installs(stage):
-            if install.manager == "pip":
-                specs = pip_sources(ctx, stage, instr, install).specs
-                cpu_index = any(_CPU_INDEX.search(url) for url in install.index_urls)
-            elif install.manager == "conda":
-                specs = install.packages
-                cpu_index = False
-            else:
-                continue
-            for spec in specs:
-                name = spec.name or ""
-                extras = {e.lower().replace("_", "-") for e in spec.extras}
-                if install.manager == "conda":
-                    if name in ("pytorch", "pytorch-gpu", "pytorch-cuda", "jaxlib-cuda", "tensorflow-gpu"):
-                        bundled = True
-                elif name in ("torch", "torchvision", "torchaudio"):
-                    local = (spec.local or "").lower()
-                    if not (cpu_index or local == "cpu"):
-                        bundled = True
-                elif name == "jax":
-                    if any(_JAX_BUNDLED_EXTRAS.match(e) for e in extras):
-                        bundled = True
-                    elif any(e.endswith("-local") for e in extras):
-                        system = True
-                elif name in ("tensorflow", "tensorflow-gpu", "tf-nightly"):
-                    if "and-cuda" in extras:
-                        bundled = True
-                    else:
-                        system = True
-                elif name == "onnxruntime-gpu":
-                    if not {"cuda", "cudnn"} <= extras:
-                        system = True
-                elif name.startswith("cupy-cuda") or name.startswith("tensorrt"):
-                    system = True
-    return bundled, system
 
 
 def _switch_fix(ctx: LintContext, root: Stage, chain: list[Stage], replacement: str) -> Fix | None:
@@ -302,7 +273,7 @@ def _used_elsewhere(ctx: LintContext, root: Stage, chain: list[Stage]) -> bool:
 
 def _replacement(ctx: LintContext, root: Stage, info: BaseInfo, chain: list[Stage]) -> tuple[str, str]:
     savings = data.load("base_images")["devel_saving"]
-    bundled, system = _cuda_users(ctx, chain)
+    bundled, system = cuda_users(ctx, chain)
     ref = root.image
     assert ref is not None
     if info.family == "nvidia-cuda" and ref.tag:
@@ -324,186 +295,3 @@ def _replacement(ctx: LintContext, root: Stage, info: BaseInfo, chain: list[Stag
         "pytorch/pytorch:<torch>-cuda<X.Y>-cudnn<N>-runtime, or an nvidia/cuda base image with a pinned pip torch",
         savings["ngc"],
     )
-
-
-@register
-class UnpinnedBaseImage(Rule):
-    code = "GL103"
-    slug = "unpinned-base-image"
-    severity = Severity.ERROR
-    fix_safety = FixSafety.SUGGEST
-    summary = "A base image has no tag, :latest, or a floating tag"
-    what = """
-        Finds `FROM` lines whose image has no tag, the `latest` tag, a branch or
-        channel tag (`nightly`, `main`, `dev`, `main-base`, `latest-gpu-py3`,
-        `stable-slim`: any image) or, for GPU images, a tag that names only part of
-        a version (`nvidia/cuda:12-devel-ubuntu22.04`, the old X.Y tags such as
-        `10.2-runtime`). GPU images (GPU bases and GPU-only servers such as
-        vllm/vllm-openai) are errors; other images (ubuntu, python...) are
-        warnings, the same in compose files and Kubernetes manifests. A version,
-        date or commit in a branch tag pins it (`nightly-20240101`), but a
-        trailing `latest` floats after a version too (`py311_2023c_latest`); a
-        tool's image tagged without the tool's version floats
-        (`ghcr.io/astral-sh/uv:python3.12-bookworm`: pin `0.5.11-python3.12-bookworm`). Tags that
-        come from an `ARG` are judged by the ARG's default; `FROM scratch`, `FROM
-        <stage>` and `@sha256:` digests are pinned.
-    """
-    why = """
-        The next CUDA, cuDNN or PyTorch release changes what you ship without a
-        change in your repository: kernels stop loading on your drivers, wheel
-        builds break, and two replicas built a day apart differ. `nvidia/cuda`
-        has no `latest` tag at all: pulling it fails with "manifest unknown".
-    """
-    example = """
-        FROM nvidia/cuda:12-runtime-ubuntu22.04
-        FROM pytorch/pytorch
-    """
-    instead = """
-        Pin the full version (and, for reproducible builds, the digest):
-
-        FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
-        FROM pytorch/pytorch:2.4.1-cuda12.4-cudnn9-runtime
-    """
-
-    manifest_kinds = frozenset({"compose", "kubernetes"})
-
-    def check_manifest(self, ctx: ManifestContext) -> Iterator[Finding]:
-        return _unpinned_images(self, ctx)
-
-    def check(self, ctx: LintContext) -> Iterator[Finding]:
-        for stage in ctx.stages:
-            ref = stage.image
-            if ref is None or stage.parent is not None or not stage.base.resolved:
-                continue
-            info = classify(ref)
-            name = stage.base.text
-            gpu = is_gpu_image(ref, info)
-            problem = floating_tag_problem(ref, info, gpu)
-            if problem is None:
-                continue
-            origin = _arg_origin(ctx, stage)
-            if gpu:
-                hint = info.pin_hint
-                if origin:
-                    hint = f"set the ARG default to a full version ({hint})"
-                message = f"GPU base image {name}{origin} {problem}: the next CUDA/framework release changes your image; {hint}"
-                severity = Severity.ERROR
-            else:
-                message = f"base image {name}{origin} {problem}: builds are not reproducible; pin a version tag (and a digest)"
-                severity = Severity.WARNING
-            yield self.finding(
-                ctx,
-                message,
-                instruction=stage.from_instruction,
-                column=_image_column(ctx, stage),
-                severity=severity,
-            )
-        yield from self._copied_images(ctx)
-
-    def _copied_images(self, ctx: LintContext) -> Iterator[Finding]:
-        """Images read by `COPY --from=<image>` and `RUN --mount=...,from=<image>` (uv's binary
-        from ghcr.io/astral-sh/uv:latest): what they copy floats like a base image does."""
-        df = ctx.dockerfile
-        for stage in ctx.stages:
-            for instr in stage.instructions:
-                for source in _image_sources(instr):
-                    if df.stage_named(source) is not None or "$" in source:
-                        continue
-                    ref = parse_image_ref(source)
-                    if not ref.valid:
-                        continue
-                    info = classify(ref)
-                    gpu = is_gpu_image(ref, info)
-                    problem = floating_tag_problem(ref, info, gpu)
-                    if problem is None:
-                        continue
-                    how = "COPY --from" if instr.keyword in ("COPY", "ADD") else "RUN --mount from="
-                    yield self.finding(
-                        ctx,
-                        f"{how} reads the image {source}, which {problem}: what it copies (a tool's binary, "
-                        "libraries) changes with every release; pin a version tag (and a digest)",
-                        instruction=instr,
-                        severity=Severity.ERROR if gpu else Severity.WARNING,
-                    )
-
-
-def _image_sources(instr: Instruction) -> list[str]:
-    """The `from=` sources of a COPY/ADD and of a RUN's --mount flags, as written."""
-    if instr.keyword in ("COPY", "ADD"):
-        source = instr.flag("from")
-        return [source] if source else []
-    if instr.keyword != "RUN":
-        return []
-    out = []
-    for mount in instr.flags.get("mount", []):
-        for part in mount.split(","):
-            key, _, value = part.partition("=")
-            if key.strip() == "from" and value.strip():
-                out.append(value.strip())
-    return out
-
-
-_ARG_REF_RE = lazy_re(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)")
-
-
-def _arg_origin(ctx: LintContext, stage: Stage) -> str:
-    """`` (from ARG CUDA=12)`` when the reference comes from ARG values."""
-    names = list(dict.fromkeys(_ARG_REF_RE.findall(stage.base_text)))
-    if not names:
-        return ""
-    scope = ctx.dockerfile.global_scope
-    parts = [f"{n}={scope.get(n)}" for n in names if scope.get(n) is not None]
-    return f" (from ARG {', '.join(parts)})" if parts else ""
-
-
-def _image_column(ctx: LintContext, stage: Stage) -> int:
-    """The column of the image reference on the FROM line."""
-    instr = stage.from_instruction
-    lines = ctx.dockerfile.lines
-    if not 1 <= instr.line <= len(lines):
-        return 1
-    text = lines[instr.line - 1]
-    match = re.search(r"(?<=\s)" + re.escape(stage.base_text) + r"(?=\s|$)", text)
-    return match.start() + 1 if match else 1
-
-
-def _unpinned_images(rule: Rule, ctx: ManifestContext) -> Iterator[Finding]:
-    from gpulint.manifests import image_ref, node_finding
-
-    nodes: list[Node] = []
-    if ctx.kind == "compose":
-        for service in ctx.services:
-            if service.value("build") is None and service.value("image") is not None:
-                nodes.append(service.value("image"))  # type: ignore[arg-type]
-    else:
-        nodes = [c.image for c in ctx.containers if c.image is not None]
-    seen: set[int] = set()
-    for node in nodes:
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        ref = image_ref(node)
-        if ref is None:
-            continue
-        info = classify(ref)
-        gpu = is_gpu_image(ref, info) or info.gpu
-        problem = floating_tag_problem(ref, info, gpu)
-        if problem is None:
-            continue
-        name = node.described()
-        if gpu:
-            yield node_finding(
-                rule,
-                node,
-                f"GPU image {name} {problem}: the next CUDA/framework/server release changes what runs; {info.pin_hint}",
-                severity=Severity.ERROR,
-                help=info.pin_hint,
-            )
-        else:
-            yield node_finding(
-                rule,
-                node,
-                f"image {name} {problem}: what runs changes with every pull; pin a version tag (and a digest)",
-                severity=Severity.WARNING,
-                help="pin a version tag, and for reproducible deployments a digest (name:1.2.3@sha256:...)",
-            )

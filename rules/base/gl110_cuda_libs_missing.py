@@ -1,4 +1,4 @@
-"""GL110: a GPU package that loads the CUDA libraries from the system, on a base that has none."""
+"""GL110 cuda-libs-missing: A GPU package loads the CUDA libraries from the system, and the image has none."""
 
 from __future__ import annotations
 

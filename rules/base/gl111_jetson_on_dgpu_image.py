@@ -1,4 +1,4 @@
-"""GL111: an image built for Jetson on a dGPU/SBSA base whose CUDA does not run on Jetson's iGPU."""
+"""GL111 jetson-on-dgpu-image: A Dockerfile built for Jetson uses a dGPU/SBSA base image."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from gpulint.dockerfile import Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
-from gpulint.rules.base_images import is_jetson
+from gpulint.rules.base.images import is_jetson
 from gpulint.secrets import redact_secrets
 
 # a step that may only run on some targets: its Jetson parts say nothing of the image as a whole

@@ -1,10 +1,11 @@
-"""GL106: which NVIDIA driver the shipped image needs, and whether the fleet's floor meets it."""
+"""GL106 driver-floor: The shipped image needs a newer NVIDIA driver than the fleet minimum (--min-driver)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction
@@ -27,6 +28,9 @@ from gpulint.requirecuda import (
     toolkit_error,
 )
 from gpulint.rule import Rule, register
+
+if TYPE_CHECKING:
+    from gpulint.image.checks import ImageEvidence
 
 _PTX_LIMIT = (
     "no PTX JIT there, so Triton and torch.compile kernels fail (cudaErrorUnsupportedPtxVersion), "
@@ -158,6 +162,28 @@ class DriverFloor(Rule):
     def docs(cls) -> str:
         """The rule's documentation, with the driver table it judges by."""
         return super().docs() + "\n" + driver_table()
+
+    def check_image(self, image: ImageEvidence) -> Iterator[Finding]:
+        """A finding only against a known fleet minimum; the driver the image needs is in the
+        report's header either way."""
+        env, floor = image.env, image.config.min_driver
+        cuda = env.get("CUDA_VERSION")
+        if cuda and floor:
+            result = evaluate(env, Host(driver=floor))
+            if result.satisfied is False:
+                needed = driver_needed(cuda)
+                finding = image.finding(
+                    self,
+                    1,
+                    f"CUDA {cuda[:16]} needs NVIDIA driver >= {needed or '?'}; on your floor {floor} "
+                    "the NVIDIA Container Toolkit refuses it",
+                    Severity.WARNING,
+                )
+                finding.help = (
+                    f'"{result.error_message()}" (driver {floor} is CUDA '
+                    f"{cuda_for_driver(floor)}): build for that CUDA or raise the driver floor"
+                )
+                yield finding
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         # Only a known fleet minimum makes the driver an image needs a problem; without one it

@@ -1,0 +1,1 @@
+"""GL1xx: the base image and the CUDA stack on it."""
