@@ -516,6 +516,8 @@ def main() -> None:
             "python": platform.python_version(),
             "cpus": os.cpu_count(),
             "system": platform.platform(),
+            # other jobs on the machine: above the CPU count, wall times are mostly waiting
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
         },
         "gpulint": subprocess.run([gpulint, "--version"], capture_output=True, text=True).stdout.strip(),
         "results": results,
