@@ -221,16 +221,8 @@ def _note_environment(cmd: Command, scope: Mapping[str, str | None]) -> None:
 
 
 def run_commands(instr: Instruction, shell_is_posix: bool = True) -> list[Command]:
-    """The simple commands of a RUN instruction, in order (cached on the instruction)."""
-    cached: list[Command] | None = getattr(instr, "_commands", None)
-    if cached is not None:
-        return cached
-    commands = _run_commands(instr, shell_is_posix)
-    instr._commands = commands  # type: ignore[attr-defined]
-    return commands
-
-
-def _run_commands(instr: Instruction, shell_is_posix: bool) -> list[Command]:
+    """The simple commands of a RUN instruction, in order. A lint asks ``ctx.commands(instr)``
+    (gpulint.facts), which parses each RUN once per lint."""
     scope = instr.scope
     argv = instr.exec_form
     if argv is not None:

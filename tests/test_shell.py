@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from gpulint.dockerfile import parse_dockerfile
+from gpulint.facts import LintFacts
 from gpulint.shell import Command, environment_value, parse_script, run_commands
 
 
@@ -533,9 +534,12 @@ def test_backtick_escape_continuations() -> None:
     ]
 
 
-def test_run_commands_is_cached_on_the_instruction() -> None:
+def test_a_lint_parses_each_run_once() -> None:
     df = parse_dockerfile("FROM x\nRUN a && b\n")
-    assert run_commands(df.instructions[1]) is run_commands(df.instructions[1])
+    facts = LintFacts(path="Dockerfile", dockerfile=df)
+    assert facts.commands(df.instructions[1]) is facts.commands(df.instructions[1])
+    assert [c.name for c in facts.commands(df.instructions[1])] == ["a", "b"]
+    assert facts.stage_commands(df.stages[0]) is facts.stage_commands(df.stages[0])
 
 
 def test_parse_script_maps_positions() -> None:
