@@ -1,6 +1,6 @@
 """``gpulint optimize`` for real: build a single-stage GPU Dockerfile and its rewrite with podman.
 
-The "devel" and "runtime" bases are local fixture images tagged as nvidia/cuda:12.4.1-*
+The "devel", "runtime" and "base" bases are local fixture images tagged as nvidia/cuda:12.4.1-*
 (fixtures/optimize/podman: busybox, the Env of the real images, fake apt/pip/python3/nvcc that
 write files of scaled-down sizes and fail where the real tools fail). Both Dockerfiles build with
 no network (``--pull=never``); the rewrite must build, lint clean of GL101/GL5xx, and give a
@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "fixtures" / "optimize" / "podman"
 DEVEL = "docker.io/nvidia/cuda:12.4.1-devel-ubuntu22.04"
 RUNTIME = "docker.io/nvidia/cuda:12.4.1-runtime-ubuntu22.04"
+BASE = "docker.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
 WEIGHTS_BYTES = 8_000_000
 
 
@@ -70,7 +72,7 @@ def podman(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Podman]:
         require("busybox")
     work = tmp_path_factory.mktemp("optimize-podman")
     run = Podman(work)
-    for name, tag in (("runtime", RUNTIME), ("devel", DEVEL)):
+    for name, tag in (("runtime", RUNTIME), ("devel", DEVEL), ("base", BASE)):
         context = work / f"{name}-ctx"
         context.mkdir()
         shutil.copy(FIXTURE / name / "Containerfile", context / "Containerfile")
@@ -152,15 +154,55 @@ def test_optimized_image_builds_and_is_smaller(podman: Podman, app: Path, tmp_pa
 
 
 INPLACE = sorted(p.stem for p in (FIXTURE / "inplace").glob("*.Dockerfile"))
+SPLIT = sorted(p.stem for p in (FIXTURE / "split").glob("*.Dockerfile"))
+# what the older stand-ins ship of the application when their header does not say (`# app: DIR...`)
+APP_DIRS = ("/usr/local/lib/python3/dist-packages", "/opt/app/bin", "/app")
 
 
-def _app_files(run: Podman, tag: str) -> set[str]:
-    """What the shipped image holds of the application: its packages, its binaries, its code."""
-    listing = run(
-        "run", "--rm", tag, "sh", "-c",
-        "ls /usr/local/lib/python3/dist-packages /opt/app/bin /app 2>/dev/null; true",
-    )  # fmt: skip
-    return {line.strip() for line in listing.splitlines() if line.strip() and not line.endswith(":")}
+def _directives(path: Path) -> dict[str, list[str]]:
+    """The fixture's header lines `# app: DIR...` (where the rewrite ships the application),
+    `# app-before: DIR...` (where the original does, when it differs) and `# gone: PATH...` (what
+    the original ships and the rewrite must not: toolchains, caches, build tools)."""
+    out: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"^# (app|app-before|gone): (.+)$", line)
+        if match:
+            out[match.group(1)] = match.group(2).split()
+    return out
+
+
+def _inspect(run: Podman, tag: str, dirs: Sequence[str], paths: Sequence[str]) -> tuple[set[str], set[str]]:
+    """What the image holds of the application (the names in ``dirs``: its packages, binaries,
+    code) and which of ``paths`` it has; one container for both."""
+    present = "".join(f"[ -e {p} ] && echo {p}; " for p in paths)
+    script = f"ls {' '.join(dirs)} 2>/dev/null; echo ---; {present}true"
+    listing, _, found = run("run", "--rm", tag, "sh", "-c", script).partition("---\n")
+    files = {line.strip() for line in listing.splitlines() if line.strip() and not line.endswith(":")}
+    return files, set(found.split())
+
+
+def _build_both(
+    podman: Podman, app: Path, tmp_path: Path, case: str, original: Path, rewrite: Path
+) -> tuple[dict[str, int], dict[str, int]]:
+    podman.build(f"localhost/{case}:original", app, original)
+    podman.build(f"localhost/{case}:slim", app, rewrite)
+    before = _image_sizes(podman, f"localhost/{case}:original", tmp_path)
+    after = _image_sizes(podman, f"localhost/{case}:slim", tmp_path)
+    print(f"\n{case}: {before['uncompressed']:,} B -> {after['uncompressed']:,} B")
+    return before, after
+
+
+def _same_app_fewer_tools(podman: Podman, case: str, fixture: Path) -> None:
+    """The rewrite ships the same application files, and none of what the header says is gone."""
+    directives = _directives(fixture)
+    dirs = directives.get("app", list(APP_DIRS))
+    gone = directives.get("gone", [])
+    files, left = _inspect(podman, f"localhost/{case}:slim", dirs, gone)
+    before, had = _inspect(podman, f"localhost/{case}:original", directives.get("app-before", dirs), gone)
+    assert files == before
+    assert {"numpy.so", "transformers.so", "serve.py"} <= files
+    assert had == set(gone)  # the original has them
+    assert left == set()
 
 
 @pytest.mark.parametrize("case", INPLACE)
@@ -168,20 +210,32 @@ def test_inplace_rewrite_builds_keeps_the_app_and_is_smaller(
     podman: Podman, app: Path, tmp_path: Path, case: str
 ) -> None:
     """Files optimize cannot split (multi-stage, unknown steps, ONBUILD) are slimmed in place."""
+    fixture = FIXTURE / "inplace" / f"{case}.Dockerfile"
     original = tmp_path / f"{case}.Dockerfile"
-    shutil.copy(FIXTURE / "inplace" / f"{case}.Dockerfile", original)
+    shutil.copy(fixture, original)
     slimmed = tmp_path / f"{case}.slim.Dockerfile"
     proc = _gpulint("optimize", "--context", str(app), str(original), "-o", str(slimmed))
     assert proc.returncode == 0, proc.stderr
     assert "slimmed in place" in proc.stderr
     text = slimmed.read_text()
     assert ("\nFROM " + DEVEL + "\n" in text) == (case == "onbuild")  # the base switch, except for ONBUILD
-    podman.build(f"localhost/{case}:original", app, original)
-    podman.build(f"localhost/{case}:slim", app, slimmed)
-    before = _image_sizes(podman, f"localhost/{case}:original", tmp_path)
-    after = _image_sizes(podman, f"localhost/{case}:slim", tmp_path)
-    print(f"\n{case}: {before['uncompressed']:,} B -> {after['uncompressed']:,} B")
+    before, after = _build_both(podman, app, tmp_path, case, original, slimmed)
     assert after["uncompressed"] < before["uncompressed"]
-    files = _app_files(podman, f"localhost/{case}:slim")
-    assert files == _app_files(podman, f"localhost/{case}:original")
-    assert {"numpy.so", "transformers.so", "serve.py"} <= files
+    _same_app_fewer_tools(podman, case, fixture)
+
+
+@pytest.mark.parametrize("case", SPLIT)
+def test_split_rewrite_builds_keeps_the_app_and_is_smaller(
+    podman: Podman, app: Path, tmp_path: Path, case: str
+) -> None:
+    """Reductions of corpus files optimize splits into a builder and a shipped stage."""
+    fixture = FIXTURE / "split" / f"{case}.Dockerfile"
+    original = tmp_path / f"{case}.Dockerfile"
+    shutil.copy(fixture, original)
+    rewrite = tmp_path / f"{case}.split.Dockerfile"
+    proc = _gpulint("optimize", "--context", str(app), str(original), "-o", str(rewrite))
+    assert proc.returncode == 0, proc.stderr
+    assert "builder on" in proc.stderr and " AS builder\n" in rewrite.read_text()
+    before, after = _build_both(podman, app, tmp_path, case, original, rewrite)
+    assert after["uncompressed"] < before["uncompressed"]
+    _same_app_fewer_tools(podman, case, fixture)
