@@ -30,7 +30,11 @@ _DRIVER_RE = lazy_re(r"^\d{3}(?:\.\d{1,3}){0,2}$")
 
 
 class ConfigError(ValueError):
-    """A bad config file or option value; the message is one line for the user."""
+    """A bad config file or option value; the message is one line for the user (a key from the
+    file may hold newlines: they are folded here, once for every message)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(" ".join(message.split()))
 
 
 @dataclass(frozen=True)
