@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
-from gpulint.lsp_server import Positions
 from gpulint.requirecuda import driver_needed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,6 +92,9 @@ class Client:
 
 def apply(text: str, edits: list[dict[str, Any]]) -> str:
     """Apply LSP text edits (UTF-16 positions) the way an editor does: from the last to the first."""
+    # imported here, not at the top: lsprotocol's types cost every xdist worker ~1 s to collect
+    from gpulint.lsp_server import Positions
+
     pos = Positions(text, lambda s: len(s.encode("utf-16-le")) // 2)
     spans = []
     for edit in edits:
@@ -251,6 +253,8 @@ def test_without_pygls_one_line_and_exit_2() -> None:
 
 
 def test_positions_utf16_and_parser_lines() -> None:
+    from gpulint.lsp_server import Positions
+
     # a form feed ends a line for gpulint's parser (str.splitlines) but not for LSP
     text = "RUN echo 'é😀' x\x0cy\nFROM a\n"
     pos = Positions(text, lambda s: len(s.encode("utf-16-le")) // 2)
