@@ -625,9 +625,14 @@ def _unquote(node: Any, data: bytes) -> str:
 def _word(
     node: Any, data: bytes, pos: Callable[[int, int], tuple[int, int]], scope: Mapping[str, str | None]
 ) -> Word:
-    line, column = pos(node.start_point[0], node.start_point[1])
+    row, col = node.start_point
+    line, column = pos(row, col)
+    kind = node.type
     raw = _text(node, data)
-    text = _unquote(node, data)
+    if kind == "word" or kind == "number":  # most words: _unquote's case, without a second decode
+        text = re.sub(r"\\(.)", r"\1", raw) if "\\" in raw else raw
+    else:
+        text = _unquote(node, data)
     # every expansion or substitution node's text holds one of these: without them, no node
     # below is one (walking a word's children is the costly part of the shell model)
     dynamic = any(s in raw for s in _DYNAMIC_MARKS) and _is_dynamic(node)
@@ -637,7 +642,7 @@ def _word(
         raw=raw,
         line=line,
         column=column,
-        quoted=node.type in ("string", "raw_string", "ansi_c_string") or "'" in raw or '"' in raw,
+        quoted=kind in ("string", "raw_string", "ansi_c_string") or "'" in raw or '"' in raw,
         dynamic=dynamic,
         value=value,
     )
@@ -679,18 +684,19 @@ def _command(
     assignments: dict[str, str] = {}
     redirects: list[Redirect] = []
     for child in node.children:
-        if child.type == "variable_assignment":
+        kind = child.type
+        if kind == "variable_assignment":
             name, _, value = _text(child, data).partition("=")
             assignments[name] = value.strip("'\"")
-        elif child.type == "command_name":
+        elif kind == "command_name":
             words.append(_word(child.children[0] if child.children else child, data, pos, scope))
-        elif child.type in ("file_redirect", "herestring_redirect"):
+        elif kind in ("file_redirect", "herestring_redirect"):
             redirect = _redirect(child, data, pos)
             if redirect is not None:
                 redirects.append(redirect)
             for extra in _redirect_operands(child)[1:]:
                 words.append(_word(extra, data, pos, scope))
-        elif child.type in (
+        elif kind in (
             "word",
             "string",
             "raw_string",
@@ -705,11 +711,12 @@ def _command(
             words.append(_word(child, data, pos, scope))
     if not words:
         return None
-    line, _ = pos(node.start_point[0], node.start_point[1])
-    end_line, _ = pos(node.end_point[0], node.end_point[1])
+    start_row, start_col = node.start_point
+    line, _ = pos(start_row, start_col)
+    end_line, _ = pos(node.end_point[0], 0)
     words = _split_fields(words)
     cmd = Command(words, line, end_line, _text(node, data), assignments=assignments, redirects=redirects)
-    cmd.position = (node.start_point[0], node.start_point[1])
+    cmd.position = (start_row, start_col)
     _note_environment(cmd, scope)
     return _finish(cmd)
 
