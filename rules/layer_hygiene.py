@@ -371,7 +371,16 @@ def _run_creates(ctx: LintContext, stage: Stage, instr: Instruction) -> list[Cre
 
 
 def _run_writes(ctx: LintContext, stage: Stage, instr: Instruction) -> list[Created]:
-    """Paths a RUN writes, whether or not it removes them again before it ends."""
+    """Paths a RUN writes, whether or not it removes them again before it ends (worked out
+    once per RUN and stage: GL505 asks for each RUN as a writer and as a remover)."""
+    known = ctx.memo(_run_writes)
+    key = (id(stage), id(instr))
+    if key not in known:
+        known[key] = _writes(ctx, stage, instr)
+    return list(known[key])
+
+
+def _writes(ctx: LintContext, stage: Stage, instr: Instruction) -> list[Created]:
     mounts = cache_mount_targets(instr)
     cwd = workdir_at(stage, instr)
     created: list[Created] = []
