@@ -16,6 +16,7 @@ from .rule import enabled_rules, is_enabled, severity_override, specificity
 from .runner import (
     MAX_FILE_BYTES,
     InputError,
+    LintOptions,
     LintResult,
     RuleCrash,
     apply_config,
@@ -29,6 +30,7 @@ from .runner import (
 __all__ = [
     "MAX_FILE_BYTES",
     "InputError",
+    "LintOptions",
     "LintResult",
     "RuleCrash",
     "apply_config",
@@ -38,6 +40,7 @@ __all__ = [
     "is_enabled",
     "lint",
     "lint_dockerfile",
+    "lint_file",
     "lint_path",
     "lint_source",
     "path_matches",
@@ -91,14 +94,34 @@ def lint(
     ``parsed``: a Dockerfile's text as parse_dockerfile already made it with the same path,
     target and build arguments (the fix engine parses each text before it lints it).
     """
-    config = config or Config()
+    options = LintOptions(config or Config(), build_args or {}, target, context_dir, gpus_available)
+    return lint_file(path, text, options, on_crash, parsed=parsed)
+
+
+def lint_file(
+    path: str,
+    text: str,
+    options: LintOptions,
+    on_crash: Callable[[RuleCrash], None] | None = None,
+    *,
+    parsed: Dockerfile | None = None,
+) -> LintResult:
+    """:func:`lint` with its options as one :class:`LintOptions` value."""
     if is_manifest_path(path):
         from .manifests import ManifestError, lint_manifest
 
         try:
-            return lint_manifest(path, text, config, on_crash, gpus_available)
+            return lint_manifest(path, text, options.config, on_crash, options.gpus_available)
         except ManifestError as exc:
             raise InputError(str(exc)) from None
     return lint_dockerfile(
-        path, text, config, build_args, target, context_dir, on_crash, gpus_available, parsed=parsed
+        path,
+        text,
+        options.config,
+        options.build_args,
+        options.target,
+        options.context_dir,
+        on_crash,
+        options.gpus_available,
+        parsed=parsed,
     )

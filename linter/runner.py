@@ -36,6 +36,19 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
+class LintOptions:
+    """How a file is linted besides its text: one value a caller builds once and passes on (the
+    CLI to its workers and its fixer) instead of the config, build arguments, target, build
+    context and GPU count one by one."""
+
+    config: Config = field(default_factory=Config)
+    build_args: Mapping[str, str] = field(default_factory=dict)  # --build-arg, over the config's
+    target: str | None = None  # the shipped stage (None: the last)
+    context_dir: str | None = None  # the build context (None: the Dockerfile's directory)
+    gpus_available: int | None = None  # GPUs of the host a compose file runs on
+
+
 class InputError(ValueError):
     """Input gpulint cannot lint (missing, unreadable, binary): exit 2, one line."""
 

@@ -6,11 +6,10 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..config import Config
 from .common import one_line
 
 if TYPE_CHECKING:
-    from ..engine import LintResult
+    from ..engine import LintOptions, LintResult
 
 
 class Fixer:
@@ -30,17 +29,22 @@ class Fixer:
         name: str,
         text: str,
         path: str | None,
-        config: Config,
-        build_args: dict[str, str],
-        target: str | None,
-        context_dir: str | None,
+        options: LintOptions,
     ) -> str:
         """The text to lint: the fixed one (written back unless --diff), or the file as it is."""
         from ..fixes import fix_text
         from ..fixfiles import read_source_file, unified_diff, write_fixed
 
         source = read_source_file(path) if path is not None else None
-        outcome = fix_text(text, name, config, build_args, target, context_dir, unsafe=self.unsafe)
+        outcome = fix_text(
+            text,
+            name,
+            options.config,
+            options.build_args,
+            options.target,
+            options.context_dir,
+            unsafe=self.unsafe,
+        )
         self._linted = outcome.linted
         for message in outcome.messages:
             click.echo(f"gpulint: warning: {one_line(message)}", err=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -129,7 +129,7 @@ def lint_command(
 ) -> NoReturn:
     """Lint GPU/CUDA Dockerfiles and compose/Kubernetes files: PATH may be a file, a directory
     (searched recursively for Dockerfiles and compose files) or - for stdin."""
-    from ..engine import InputError, lint, read_source
+    from ..engine import InputError, LintOptions, lint_file, read_source
 
     # -- everything the command line says is checked before any file is read --------
     overrides: dict[str, object] = {}
@@ -172,17 +172,13 @@ def lint_command(
         errors += 1
         report_crash(crash, debug)
 
+    base = LintOptions(Config(), cli_args, target, context_dir, gpus_available)  # each file: its config
     stdin_data: bytes | None = None
     fixer = Fixer(write=not show_diff, unsafe=unsafe_fixes) if (fix or unsafe_fixes or show_diff) else None
     workers = lint_workers(files, jobs) if fixer is None and "-" not in files else 1
     if workers > 1:
         job = LintJob(
-            [(path, configure(finder.config_for(path))) for path in files],
-            cli_args,
-            target,
-            context_dir,
-            gpus_available,
-            debug,
+            [(path, replace(base, config=configure(finder.config_for(path)))) for path in files], debug
         )
         for outcome, config in lint_in_parallel(job, workers):
             if isinstance(outcome, str):
@@ -194,6 +190,7 @@ def lint_command(
         files = []  # all linted
     for path in files:
         config = configure(finder.config_for(path))
+        options = replace(base, config=config)
         try:
             if path == "-":
                 from ..dockerfile import DockerfileError, decode
@@ -212,24 +209,18 @@ def lint_command(
                 except DockerfileError as exc:
                     raise InputError(str(exc)) from None
                 stdin_context = str(Path(name).parent) if stdin_filename else None
+                options = replace(options, context_dir=context_dir or stdin_context)
                 if fixer is not None:
-                    text = fixer.run(name, text, None, config, cli_args, target, context_dir or stdin_context)
-                result = (fixer.linted(text) if fixer is not None else None) or lint(
-                    name,
-                    text,
-                    config,
-                    cli_args,
-                    target,
-                    context_dir or stdin_context,
-                    on_crash,
-                    gpus_available,
+                    text = fixer.run(name, text, None, options)
+                result = (fixer.linted(text) if fixer is not None else None) or lint_file(
+                    name, text, options, on_crash
                 )
             else:
                 text = read_source(path)
                 if fixer is not None:
-                    text = fixer.run(path, text, path, config, cli_args, target, context_dir)
-                result = (fixer.linted(text) if fixer is not None else None) or lint(
-                    path, text, config, cli_args, target, context_dir, on_crash, gpus_available
+                    text = fixer.run(path, text, path, options)
+                result = (fixer.linted(text) if fixer is not None else None) or lint_file(
+                    path, text, options, on_crash
                 )
         except InputError as exc:
             if debug:

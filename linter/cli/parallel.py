@@ -11,20 +11,16 @@ from .common import one_line, report_crash
 from .report import redacted
 
 if TYPE_CHECKING:
-    from ..engine import LintResult
+    from ..engine import LintOptions, LintResult
 
 PARALLEL_MIN_FILES = 64  # fewer files are linted in this process: forking costs more than it saves
 
 
 @dataclass
 class LintJob:
-    """What every worker needs, inherited through fork: the files with their configs and the options."""
+    """What every worker needs, inherited through fork: the files, each with its options (its config)."""
 
-    files: list[tuple[str, Config]]
-    build_args: dict[str, str]
-    target: str | None
-    context_dir: str | None
-    gpus_available: int | None
+    files: list[tuple[str, LintOptions]]
     debug: bool
 
 
@@ -72,17 +68,17 @@ def lint_in_parallel(job: LintJob, workers: int) -> list[tuple[Linted | str, Con
             ]
     finally:
         _JOB = None
-    return [(outcome, config) for outcome, (_, config) in zip(outcomes, job.files, strict=True)]
+    return [(outcome, options.config) for outcome, (_, options) in zip(outcomes, job.files, strict=True)]
 
 
 def _lint_span(span: tuple[int, int]) -> list[Linted | str]:
     """In a worker: lint files ``span[0]`` to ``span[1]`` of the inherited job."""
-    from ..engine import InputError, lint, read_source
+    from ..engine import InputError, lint_file, read_source
 
     job = _JOB
     assert job is not None
     out: list[Linted | str] = []
-    for path, config in job.files[span[0] : span[1]]:
+    for path, options in job.files[span[0] : span[1]]:
         crashes = 0
 
         def on_crash(crash: Exception) -> None:
@@ -92,9 +88,7 @@ def _lint_span(span: tuple[int, int]) -> list[Linted | str]:
 
         try:
             text = read_source(path)
-            result = lint(
-                path, text, config, job.build_args, job.target, job.context_dir, on_crash, job.gpus_available
-            )
+            result = lint_file(path, text, options, on_crash)
         except InputError as exc:
             out.append(one_line(str(exc)))
             continue
