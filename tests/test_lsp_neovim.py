@@ -1,11 +1,12 @@
 """The README's Neovim 0.7-0.9 snippet in a real Neovim: ``nvim --headless --clean`` with the
 snippet, taken from README.md as users copy it, as its init.lua.
 
-Neovim opens a GPU Dockerfile; a Lua harness waits (bounded) for the diagnostics gpulint
-publishes, asks for the code actions and applies "fix all safe fixes" as Neovim applies an
-edit, writes what it saw to JSON and quits. The test compares that with ``gpulint --format
-json`` and ``gpulint --fix`` on the same file. Needs Neovim (Debian's ``neovim``, 0.7.2 in
-CI): without it the test skips, except under GPULINT_REQUIRE_TOOLS=1 (CI), where it fails.
+Neovim opens a GPU Dockerfile, a compose file or a Kubernetes manifest; a Lua harness waits
+(bounded) for the diagnostics gpulint publishes, asks for the code actions and applies "fix
+all safe fixes" as Neovim applies an edit, writes what it saw to JSON and quits. The tests
+compare that with ``gpulint --format json`` and ``gpulint --fix`` on the same file. Needs
+Neovim (Debian's ``neovim``, 0.7.2 in CI): without it the tests skip, except under
+GPULINT_REQUIRE_TOOLS=1 (CI), where they fail.
 """
 
 from __future__ import annotations
@@ -111,37 +112,62 @@ def _neovim(nvim: str, tmp_path: Path, path: Path, project: Path) -> dict[str, A
     return seen
 
 
+# (fixture, where it goes in the project, the Neovim filetype that starts gpulint, distinct codes at least)
+FILES = {
+    "dockerfile": (EXAMPLE, "services/llm/Dockerfile", "dockerfile", 5),
+    "compose": (ROOT / "fixtures/compose/GL701/fire-vllm-no-request.yaml", "compose.yaml", "yaml", 1),
+    "kubernetes": (ROOT / "fixtures/k8s/GL704/fire-no-cache-volume.yaml", "deploy/vllm.yaml", "yaml", 1),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(FILES))
 def test_readme_neovim_07_snippet_in_a_real_neovim(
-    require_tool: Callable[[str], str], tmp_path: Path
+    kind: str, require_tool: Callable[[str], str], tmp_path: Path
 ) -> None:
     nvim = require_tool("nvim")
     require_tool("gpulint")
+    fixture, name, filetype, codes = FILES[kind]
     project = tmp_path / "project"
-    (project / ".git").mkdir(parents=True)  # the root marker, two folders above the Dockerfile
-    dockerfile = project / "services" / "llm" / "Dockerfile"
-    dockerfile.parent.mkdir(parents=True)
-    shutil.copyfile(EXAMPLE, dockerfile)
-    original = dockerfile.read_text("utf-8")
+    (project / ".git").mkdir(parents=True)  # the root marker, above the file
+    path = project / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(fixture, path)
+    original = path.read_text("utf-8")
 
-    seen = _neovim(nvim, tmp_path, dockerfile, project)
+    seen = _neovim(nvim, tmp_path, path, project)
 
-    assert seen["filetype"] == "dockerfile"
+    assert seen["filetype"] == filetype
     assert seen["clients"] == [{"name": "gpulint", "root_dir": str(project)}]
     cli = subprocess.run(
-        [sys.executable, "-m", "gpulint", "--format", "json", str(dockerfile)],
+        [sys.executable, "-m", "gpulint", "--format", "json", str(path)],
         cwd=project,
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
     )
     expected = sorted((f["code"], f["line"], f["message"]) for f in json.loads(cli.stdout)["findings"])
-    assert len({code for code, _, _ in expected}) >= 5  # a GPU Dockerfile with findings of several rules
+    assert len({code for code, _, _ in expected}) >= codes
     assert sorted((d["code"], d["line"], d["message"]) for d in seen["diagnostics"]) == expected
     assert {d["source"] for d in seen["diagnostics"]} == {"gpulint"}
+    assert path.read_text("utf-8") == original  # Neovim quit without saving
 
-    # "fix all safe fixes" in Neovim leaves the text `gpulint --fix` writes (Neovim quit without saving)
+
+def test_neovim_fix_all_leaves_what_gpulint_fix_writes(
+    require_tool: Callable[[str], str], tmp_path: Path
+) -> None:
+    """ "Fix all safe fixes" applied in Neovim (the README snippet's server) is the text of `gpulint --fix`."""
+    nvim = require_tool("nvim")
+    require_tool("gpulint")
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    dockerfile = project / "Dockerfile"
+    shutil.copyfile(EXAMPLE, dockerfile)
+    original = dockerfile.read_text("utf-8")
+
+    seen = _neovim(nvim, tmp_path, dockerfile, project)
+
     assert any(title.startswith("gpulint: fix all safe fixes") for title in seen["actions"]), seen["actions"]
-    assert dockerfile.read_text("utf-8") == original
+    assert dockerfile.read_text("utf-8") == original  # Neovim quit without saving
     subprocess.run(
         [sys.executable, "-m", "gpulint", "--fix", str(dockerfile)],
         cwd=project,
