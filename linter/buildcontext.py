@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .dockerfile import Instruction, Stage
-from .installers import Install, PackageSpec, _conda_spec, parse_pip_spec
+from .installers import Install, PackageSpec, conda_spec, parse_pip_spec
 from .lazyre import lazy_re
 from .shell import Command, Word, environment_value
 
@@ -303,7 +303,7 @@ def read_conda_file(path: Path, display: str, root: Path | None = None) -> Conda
             continue
         if re.match(r"^(https?|file)://", line):
             continue  # @EXPLICIT lists: exact package URLs
-        spec = _conda_spec(Word(_conda_space_form(line), line, number, column))
+        spec = conda_spec(Word(_conda_space_form(line), line, number, column))
         spec.source = display
         result.conda_specs.append(spec)
     return result
@@ -335,7 +335,7 @@ def _read_environment_yaml(result: CondaFile, text: str, root: Path | None) -> N
         if isinstance(item, yaml.ScalarNode):
             line, column = item.start_mark.line + 1, item.start_mark.column + 1
             value = str(item.value)
-            spec = _conda_spec(Word(_conda_space_form(value), value, line, column))
+            spec = conda_spec(Word(_conda_space_form(value), value, line, column))
             spec.source = result.display
             result.conda_specs.append(spec)
         elif isinstance(item, yaml.MappingNode):

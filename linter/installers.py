@@ -361,11 +361,13 @@ def _conda(cmd: Command) -> Install | None:
     install = Install("conda", cmd.name, cmd, options=options)
     install.requirement_files = options.get("--file", []) + options.get("-f", [])
     for word in positional[1:]:
-        install.packages.append(_conda_spec(word))
+        install.packages.append(conda_spec(word))
     return install
 
 
-def _conda_spec(word: Word) -> PackageSpec:
+def conda_spec(word: Word) -> PackageSpec:
+    """A conda package word (``channel::name=version``, a match spec) as a PackageSpec; environment
+    files (gpulint.buildcontext) read their dependencies with it too."""
     text = word.value
     channel = None
     if "::" in text:
