@@ -28,7 +28,8 @@ from gpulint.expand import expand, expand_word
 from gpulint.imageref import parse_image_ref
 from gpulint.installers import parse_install, parse_pip_spec
 from gpulint.requirecuda import Host, evaluate
-from gpulint.shell import Word, _fallback, parse_script
+from gpulint.shell import Word, parse_script
+from gpulint.shell.fallback import _fallback
 from hypothesis import given
 from hypothesis import strategies as st
 from test_fuzz_dockerfile import check_findings

@@ -294,7 +294,7 @@ def test_unquoted_constraint_is_lost_to_a_redirect() -> None:
 
 
 def test_unquoted_constraint_with_the_fallback_shell(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gpulint.shell._parser", lambda: None)
+    monkeypatch.setattr("gpulint.shell.treesitter._parser", lambda: None)
     install = one("RUN pip install torch>=2.0 x\n")
     assert [(p.name, p.lost_constraint, p.word.column) for p in install.packages] == [
         ("torch", ">=2.0", 17),

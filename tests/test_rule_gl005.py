@@ -89,7 +89,7 @@ def test_powershell_and_windows_stages_are_not_read() -> None:
 
 
 def test_without_tree_sitter_nothing_is_told(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gpulint.shell._parser", lambda: None)
+    monkeypatch.setattr("gpulint.shell.treesitter._parser", lambda: None)
     assert run(dockerfile(FROM, "RUN make &&"), "GL005") == []
 
 

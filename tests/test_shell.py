@@ -1,7 +1,7 @@
 """The shell model of RUN: simple commands, words, redirects, heredocs, with Dockerfile positions.
 
 Most tests run twice: with tree-sitter-bash, and with the fallback lexer that
-stands in when tree-sitter is not installed (``gpulint.shell._parser`` returns None).
+stands in when tree-sitter is not installed (``gpulint.shell.treesitter._parser`` returns None).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from gpulint.shell import Command, environment_value, parse_script, run_commands
 @pytest.fixture(params=["tree-sitter", "fallback"], autouse=True)
 def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     if request.param == "fallback":
-        monkeypatch.setattr("gpulint.shell._parser", lambda: None)
+        monkeypatch.setattr("gpulint.shell.treesitter._parser", lambda: None)
     yield str(request.param)
 
 
@@ -554,6 +554,6 @@ def test_empty_run() -> None:
 
 
 def test_engine_fixture_really_switches(engine: str) -> None:
-    from gpulint import shell
+    from gpulint.shell import treesitter
 
-    assert (shell._parser() is None) is (engine == "fallback")
+    assert (treesitter._parser() is None) is (engine == "fallback")
