@@ -1,12 +1,12 @@
-"""GL4xx: NVIDIA drivers and the container runtime contract."""
+"""GL401 bundled-driver: The NVIDIA driver is installed into the image."""
 
 from __future__ import annotations
 
 import fnmatch
-import functools
 import posixpath
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from gpulint import data
 from gpulint.context import LintContext
@@ -14,27 +14,18 @@ from gpulint.dockerfile import Instruction, Stage, shell_split
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
+from gpulint.rules.runtime.driver_packages import is_driver_package
 from gpulint.shell import Command, Word
+
+if TYPE_CHECKING:
+    from gpulint.image.checks import ImageEvidence
+
 
 _DRIVER_CONSEQUENCE = (
     "the NVIDIA Container Toolkit mounts the host's driver libraries into the container, so the copy in the "
     'image either collides ("mount error: file creation failed: ... libnvidia-ml.so.1: file exists") or '
     'shadows them ("Failed to initialize NVML: Driver/library version mismatch")'
 )
-
-
-@functools.lru_cache(maxsize=4096)
-def is_driver_package(name: str) -> bool:
-    """Whether ``name`` is a driver package (cached: asked for every package of every install)."""
-    table = data.load("packages")["driver_packages"]
-    if name in table["exact"]:
-        return True
-    return any(p.match(name) for p in _driver_patterns())
-
-
-@functools.cache
-def _driver_patterns() -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p) for p in data.load("packages")["driver_packages"]["patterns"])
 
 
 @register
@@ -77,6 +68,20 @@ class BundledDriver(Rule):
         FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04
         # docker run --gpus all ...
     """
+
+    checks_image_history = True
+
+    def check_image(self, image: ImageEvidence) -> Iterator[Finding]:
+        """Driver libraries in the image's layers (walked images only)."""
+        if not image.analysis.walked:
+            return
+        for ref in image.analysis.driver_libs:
+            yield image.finding(
+                self,
+                ref.layer + 1,
+                f"driver library /{ref.path} is in {image.layer_text(ref.layer)}: the NVIDIA Container Toolkit mounts the "
+                "host's; a copy in the image fails with 'file exists' or 'Driver/library version mismatch'",
+            )
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         shipped = ctx.shipped_stages()

@@ -1,4 +1,4 @@
-"""GL410: code compiled for the build machine's CPU, shipped to machines with other CPUs."""
+"""GL410 host-cpu-tuned-build: Code is compiled for the build machine's CPU (-march=native) and shipped."""
 
 from __future__ import annotations
 
