@@ -9,7 +9,7 @@ from gpulint import lint_text
 from gpulint.config import Config
 from gpulint.engine import lint
 from gpulint.finding import Finding, Severity
-from gpulint.rules.kernel_pins import is_tag_like, parse_git_clone
+from gpulint.rules.pinning.kernels import is_tag_like, parse_git_clone
 from gpulint.shell import Command, Word
 
 PY = "FROM python:3.11-slim\n"

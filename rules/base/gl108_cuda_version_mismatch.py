@@ -132,7 +132,7 @@ class CudaVersionMismatch(Rule):
                         variant = framework_cuda(spec, install, instr.scope)
                     if variant is not None and variant.cuda is None and _unpinned_pypi_torch(spec, variant):
                         if python is False:
-                            from gpulint.rules.kernel_pins import image_python
+                            from gpulint.rules.pinning.kernels import image_python
 
                             python = image_python(ctx, stage)
                         variant = _newest_pypi_torch(python if isinstance(python, tuple) else None)
@@ -210,7 +210,7 @@ class CudaVersionMismatch(Rule):
                     continue  # a range: which release pip takes is not known
                 else:
                     if python is False:
-                        from gpulint.rules.kernel_pins import image_python
+                        from gpulint.rules.pinning.kernels import image_python
 
                         python = image_python(ctx, stage)
                     if not isinstance(python, tuple):

@@ -148,7 +148,7 @@ class FrameworkReinstalledOverBase(Rule):
         """An unpinned install of a package whose newest release needs a newer framework than the one
         pinned before it (accelerate after torch 1.12, jax after jaxlib 0.1.73): pip moves the framework
         up, under everything installed or built against the old one."""
-        from gpulint.rules.kernel_pins import image_python, install_groups, pip_specs
+        from gpulint.rules.pinning.kernels import image_python, install_groups, pip_specs
 
         floors: dict[str, dict[str, dict[str, str]]] = data.load("dependents")["framework_floors"]
         python = image_python(ctx, stage)
@@ -226,7 +226,7 @@ class FrameworkReinstalledOverBase(Rule):
         on an image that ships torch: the image's torch stays below, and its torchvision/apex were
         built against it."""
         from gpulint.buildcontext import workdir_at
-        from gpulint.rules.kernel_pins import _builds, _cwd_before, _installs_only, parse_git_clone
+        from gpulint.rules.pinning.kernels import builds_in, cwd_before, installs_only, parse_git_clone
 
         shipped = _image_torch(ctx, stage)
         if shipped is None:
@@ -236,14 +236,14 @@ class FrameworkReinstalledOverBase(Rule):
             commands = ctx.commands(instr)
             workdir = workdir_at(stage, instr)
             for index, cmd in enumerate(commands):
-                cwd = _cwd_before(commands[:index], workdir)
+                cwd = cwd_before(commands[:index], workdir)
                 clone = parse_git_clone(cmd)
                 if clone is not None:
                     if clone.name.lower() == "pytorch":
                         clones.append(posixpath.normpath(posixpath.join(cwd, clone.directory)))
                     continue
                 for directory in clones:
-                    if _builds(cmd, cwd, directory) and _installs_only(cmd):
+                    if builds_in(cmd, cwd, directory) and installs_only(cmd):
                         yield self.finding(
                             ctx,
                             f"{shipped} already ships torch; this builds and installs PyTorch from the checkout "

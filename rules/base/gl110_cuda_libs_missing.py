@@ -15,7 +15,7 @@ from gpulint.frameworks import torch_variant
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
-from gpulint.rules.kernel_pins import pip_specs
+from gpulint.rules.pinning.kernels import pip_specs
 from gpulint.secrets import redact_secrets
 from gpulint.shell import Command, environment_value
 

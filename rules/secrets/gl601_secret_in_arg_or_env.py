@@ -57,6 +57,8 @@ class SecretInArgOrEnv(Rule):
 
     manifest_kinds = frozenset({"compose", "kubernetes"})
 
+    checks_image_history = True  # `gpulint image` runs check() on the history commands too
+
     def check_manifest(self, ctx: ManifestContext) -> Iterator[Finding]:
         return _manifest_credentials(self, ctx)
 

@@ -52,6 +52,8 @@ class InlineToken(Rule):
         RUN --mount=type=secret,id=hf_token,env=HF_TOKEN huggingface-cli download org/model
     """
 
+    checks_image_history = True  # `gpulint image` runs check() on the history commands too
+
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         df = ctx.dockerfile
         lines = df.lines

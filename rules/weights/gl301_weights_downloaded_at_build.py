@@ -11,7 +11,7 @@ from gpulint.contextfiles import copy_sources
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.rule import Rule, register
-from gpulint.rules.layering import cache_mount_targets
+from gpulint.rules.layering.cleanup import cache_mount_targets
 from gpulint.rules.weights.model_downloads import downloads, is_weight_url, under
 from gpulint.secrets import redact_secrets
 from gpulint.shell import is_python
@@ -84,6 +84,8 @@ class WeightsDownloadedAtBuild(Rule):
         VOLUME /models
         CMD ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
     """
+
+    checks_image_history = True  # `gpulint image` runs check() on the history commands too
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         for stage in ctx.stages:

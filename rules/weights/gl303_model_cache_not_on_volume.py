@@ -14,7 +14,7 @@ from gpulint.rules.weights.model_downloads import downloads, under
 
 
 def _loads_models(ctx: LintContext) -> bool:
-    from gpulint.rules.pinning import pip_sources
+    from gpulint.buildcontext import pip_sources
 
     loaders = set(data.load("weights")["model_loaders"])
     for stage in ctx.shipped_stages():

@@ -1,4 +1,4 @@
-"""GL2xx: pinning of frameworks, kernels and CUDA packages."""
+"""GL201 unpinned-framework: A deep-learning framework is installed without an exact version."""
 
 from __future__ import annotations
 
@@ -13,9 +13,13 @@ from gpulint.dockerfile import Stage
 from gpulint.finding import Finding, Severity
 from gpulint.installers import Install, PackageSpec
 from gpulint.rule import Rule, register
-from gpulint.shell import Command, environment_value, is_python
-
-__all__ = ["PipSources", "UnpinnedFramework", "framework_names", "pip_sources"]
+from gpulint.rules.pinning.framework_pins import (
+    framework_names,
+    installer_name,
+    lost_constraint,
+    lost_constraint_message,
+)
+from gpulint.shell import Command, environment_value
 
 # flags that make pip/uv replace an installed package instead of keeping it
 _REPLACING_FLAGS = ("-U", "--upgrade", "--force-reinstall", "-I", "--ignore-installed", "--reinstall")
@@ -23,32 +27,6 @@ _REPLACING_FLAGS = ("-U", "--upgrade", "--force-reinstall", "-I", "--ignore-inst
 _ENVIRONMENT_OPTIONS = ("--target", "-t", "--prefix", "--root", "--python", "-p", "--system")
 # conda packages whose versions have two parts, so `=X.Y` is exact
 _TWO_PART_VERSIONS = frozenset({"pytorch-cuda", "cudatoolkit", "cuda-version"})
-
-
-def framework_names() -> tuple[set[str], tuple[str, ...], set[str]]:
-    table = data.load("packages")["frameworks"]
-    return set(table["pip"]), tuple(table["pip_prefixes"]), set(table["conda"])
-
-
-def lost_constraint(cmd: Command, spec: PackageSpec) -> str | None:
-    """``torch>=2.0,<3`` unquoted: the redirects glued to the word, as the shell split them."""
-    if spec.source is not None:
-        return None
-    word = spec.word
-    end = (word.line, word.column + len(word.raw))
-    parts: list[str] = []
-    for redirect in sorted(cmd.redirects, key=lambda r: (r.line, r.column)):
-        if (redirect.line, redirect.column) != end:
-            continue
-        if not re.match(r"^=?[\d.*]", redirect.target) and not (
-            parts and re.match(r"^[\d.*]", redirect.target)
-        ):
-            break
-        parts.append(redirect.op + redirect.target)
-        end = (redirect.line, redirect.column + len(redirect.op) + len(redirect.target))
-    if parts:
-        return "".join(parts)
-    return spec.lost_constraint
 
 
 @register
@@ -101,6 +79,8 @@ class UnpinnedFramework(Rule):
         RUN pip install --index-url https://download.pytorch.org/whl/cu124 \\
             torch==2.4.1 torchvision==0.19.1
     """
+
+    checks_image_history = True  # `gpulint image` runs check() on the history commands too
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         pip_names, pip_prefixes, conda_names = framework_names()
@@ -322,36 +302,6 @@ def _environment(ctx: LintContext, cmd: Command, install: Install | None) -> tup
     instr = ctx.dockerfile.instruction_at(cmd.line)
     scope = instr.scope if instr is not None else {}
     return (directory, *sorted(options), scope.get("VIRTUAL_ENV") or "", scope.get("PATH") or "")
-
-
-def installer_name(cmd: Command, install: Install | None) -> str:
-    """How the user ran the installer: pip, uv pip, python3 -m pip, conda..."""
-    if install is None:
-        return "pip"
-    if install.tool == "uv":
-        return "uv pip"
-    if is_python(cmd.name):
-        return f"{cmd.name} -m pip"
-    return install.tool
-
-
-def lost_constraint_message(spec: PackageSpec, lost: str, tool: str, name: str, conda: bool = False) -> str:
-    """What an unquoted `pkg>=1` (or `<`) does to the RUN, for GL201 and GL202."""
-    pin = f"{name}=<version>" if conda else f"{name}==<version>"
-    written = f"{spec.raw}{lost}"
-    if "<" in lost:
-        file = lost.split("<", 1)[1]
-        return (
-            f"`{written}` is not quoted: the shell reads `<{file}` as input from a file named `{file}`, which does "
-            f"not exist, so this RUN fails before {tool} starts; quote the requirement and pin an exact version "
-            f'("{pin}")'
-        )
-    target = lost.lstrip(">")
-    return (
-        f"`{written}` is not quoted: the shell treats `{lost}` as a redirect into a file named `{target}`, so the "
-        f"constraint is lost and {tool} installs the newest {name}; quote it and pin an exact version "
-        f'("{pin}")'
-    )
 
 
 def _unpinned_message(ctx: LintContext, spec: PackageSpec, name: str, conda: bool) -> str:

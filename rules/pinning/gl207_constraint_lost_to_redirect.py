@@ -1,4 +1,4 @@
-"""GL207: an unquoted version constraint that the shell turns into a redirect (any package)."""
+"""GL207 constraint-lost-to-redirect: An unquoted >= or < constraint is a shell redirect, not a constraint."""
 
 from __future__ import annotations
 
@@ -7,8 +7,13 @@ from collections.abc import Iterator
 from gpulint.context import LintContext
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.rule import Rule, register
-from gpulint.rules.kernel_pins import is_conda_kernel, is_kernel
-from gpulint.rules.pinning import framework_names, installer_name, lost_constraint, lost_constraint_message
+from gpulint.rules.pinning.framework_pins import (
+    framework_names,
+    installer_name,
+    lost_constraint,
+    lost_constraint_message,
+)
+from gpulint.rules.pinning.kernels import is_conda_kernel, is_kernel
 
 
 @register

@@ -1,4 +1,4 @@
-"""GL208: a CUDA extension that compiles against torch, built by pip in an isolated environment."""
+"""GL208 kernel-build-isolation: A CUDA extension that compiles against torch is built in pip's isolated environment."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from gpulint.facts.cuda import repo_package
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.installers import Install, PackageSpec, parse_pip_wheel
 from gpulint.rule import Rule, register
-from gpulint.rules.kernel_pins import pip_specs
+from gpulint.rules.pinning.kernels import pip_specs
 from gpulint.secrets import redact_secrets
 from gpulint.shell import Command, environment_value
 

@@ -1,0 +1,1 @@
+"""GL2xx: pinning of frameworks, kernels and CUDA packages."""
