@@ -257,15 +257,12 @@ _RULE_MODULE = re.compile(r"^gl\d{3}_")
 
 
 def _rule_modules() -> list[tuple[str, str]]:
-    """(family, module) of every rule module: the family packages' glNNN_ modules, and the
-    modules directly in gpulint.rules (family = their own name) not yet in a family."""
+    """(family, module) of every rule module: the glNNN_ modules of the family packages in
+    gpulint.rules (rules/base/gl101_devel_final_stage.py: family "base")."""
     package = importlib.import_module("gpulint.rules")
     out: list[tuple[str, str]] = []
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_") or info.name == "data":
-            continue
-        if not info.ispkg:
-            out.append((info.name, f"gpulint.rules.{info.name}"))
+        if not info.ispkg or info.name.startswith("_") or info.name == "data":
             continue
         # listed, not imported: a Dockerfile lint does not import the manifest-only families
         family_path = [os.path.join(path, info.name) for path in package.__path__]

@@ -60,7 +60,7 @@ def test_gl501_builder_stage_not_reported() -> None:
     assert lines(run(text, "GL501")) == [4]
 
 
-# -- GL502 / GL503 (rules/layering.py): cache mounts count as clean, cleanup only in the same RUN ---
+# -- GL502 / GL503 (rules/layering/gl502_*.py, gl503_*.py): cache mounts count as clean, cleanup only in the same RUN ---
 
 
 def test_gl502_cache_mount_and_same_run() -> None:

@@ -8,22 +8,17 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config
 from ..finding import Finding, Severity
-from ..rule import Rule, all_rules, find_rule, rule_url
+from ..rule import Rule, all_rules, rule_url
 from ..sizes import human
 from .analysis import Analysis
 
 __all__ = ["ImageEvidence", "env_of", "history_dockerfile", "human", "image_findings"]
-
-# Rules whose Dockerfile checks make sense on the image's history commands.
-HISTORY_RULES = (
-    "GL201", "GL202", "GL203", "GL205", "GL301", "GL401", "GL402", "GL403", "GL404", "GL406",
-    "GL407", "GL601", "GL603",
-)  # fmt: skip
 
 
 def env_of(config: dict[str, Any]) -> dict[str, str]:
@@ -54,6 +49,17 @@ class ImageEvidence:
         created = re.sub(r"^/bin/sh -c (#\(nop\)\s*)?", "", created).strip()
         return f"layer {index + 1}" + (f" ({created[:80]})" if created else "")
 
+    def kept_caches(self, rule: Rule) -> Iterator[Finding]:
+        """The caches of ``rule.image_caches`` the image keeps (over 1 MB) in its final filesystem
+        (walked images only): the image check of the cache rules."""
+        if not self.analysis.walked:
+            return
+        for name, size in self.analysis.caches.items():
+            if name in rule.image_caches and size > 1_000_000:
+                yield self.finding(
+                    rule, 1, f"the image keeps the {name} ({human(size)}) in its final filesystem"
+                )
+
     def finding(self, rule: Rule, line: int, message: str, severity: Severity | None = None) -> Finding:
         """A finding of ``rule`` at the image source; ``line`` is the 1-based layer it concerns."""
         return Finding(
@@ -68,74 +74,14 @@ class ImageEvidence:
         )
 
 
-def _make(code: str, source: str, line: int, message: str, severity: Severity | None = None) -> Finding:
-    rule = find_rule(code)
-    assert rule is not None, code
-    return Finding(
-        code=rule.code,
-        slug=rule.slug,
-        severity=severity or rule.severity,
-        message=message,
-        path=source,
-        line=max(line, 1),
-        help=rule.short_help(),
-        url=rule_url(rule.code),
-    )
-
-
 def image_findings(analysis: Analysis, config: Config) -> list[Finding]:
-    image = analysis.image
-    source = image.source
-    env = env_of(image.config)
+    """What each rule's ``check_image`` finds in the image (in code order), then what the rules
+    that read history commands find in them."""
+    seen = ImageEvidence(analysis, config, env_of(analysis.image.config))
     out: list[Finding] = []
-    seen = ImageEvidence(analysis, config, env)
     for cls in all_rules():
         if cls.check_image is not Rule.check_image:
             out.extend(cls().check_image(seen))
-
-    def layer_text(index: int) -> str:
-        created = analysis.layers[index].created_by if index < len(analysis.layers) else ""
-        created = re.sub(r"^/bin/sh -c (#\(nop\)\s*)?", "", created).strip()
-        return f"layer {index + 1}" + (f" ({created[:80]})" if created else "")
-
-    if not analysis.walked:
-        out.extend(_history_findings(analysis, config))
-        return out
-    for ref in analysis.driver_libs:
-        out.append(
-            _make(
-                "GL401",
-                source,
-                ref.layer + 1,
-                f"driver library /{ref.path} is in {layer_text(ref.layer)}: the NVIDIA Container Toolkit mounts the "
-                "host's; a copy in the image fails with 'file exists' or 'Driver/library version mismatch'",
-            )
-        )
-    cache_codes = {
-        "apt lists": "GL502",
-        "pip cache": "GL503",
-        "uv cache": "GL503",
-        "conda package cache": "GL504",
-    }
-    for name, size in analysis.caches.items():
-        code = cache_codes.get(name)
-        if code and size > 1_000_000:
-            out.append(
-                _make(code, source, 1, f"the image keeps the {name} ({human(size)}) in its final filesystem")
-            )
-    if analysis.wasted >= 100_000:
-        biggest = ", ".join(
-            f"/{f.path} ({human(f.size)}, layer {f.layer + 1})" for f in analysis.wasted_files[:3]
-        )
-        out.append(
-            _make(
-                "GL505",
-                source,
-                1,
-                f"{human(analysis.wasted)} are hidden by later layers (overwritten or deleted, each byte counted once) "
-                f"but still pulled: {biggest}",
-            )
-        )
     out.extend(_history_findings(analysis, config))
     return out
 
@@ -185,8 +131,9 @@ def _history_findings(analysis: Analysis, config: Config) -> list[Finding]:
 
     entries = analysis.image.config.get("history") or []
     text, origin = history_dockerfile([e for e in entries if isinstance(e, dict)])
+    history_rules = tuple(cls.code for cls in all_rules() if cls.checks_image_history)
     selected = Config(
-        select=HISTORY_RULES, min_driver=config.min_driver, weights_threshold=config.weights_threshold
+        select=history_rules, min_driver=config.min_driver, weights_threshold=config.weights_threshold
     )
     # no build context: an image has none (os.devnull is never a directory)
     try:
@@ -195,8 +142,6 @@ def _history_findings(analysis: Analysis, config: Config) -> list[Finding]:
         return []
     out = []
     for finding in result.findings:
-        if finding.code == "GL001":
-            continue
         index = origin[finding.line - 1] if 0 < finding.line <= len(origin) else -1
         finding.message = f"history entry {index + 1}: {finding.message}"
         finding.line = max(index + 1, 1)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..reporters.html import esc, page, script_json, severity_badge
-from ..rule import find_rule, first_line
+from ..rule import all_rules, find_rule, first_line
 from .analysis import Analysis
 from .checks import human
 from .report import driver_text
@@ -42,22 +42,12 @@ CATEGORY_COLOURS = {
     "hidden": "#a3a3a3",
     "other": "#9cc3e6",
 }
-CACHE_CODES = {
-    "apt lists": "GL502",
-    "apt archives": "GL502",
-    "pip cache": "GL503",
-    "uv cache": "GL503",
-    "conda package cache": "GL504",
-}
 PAGE_WIDTH = 1180  # px: the treemaps are drawn 1 unit = 1 px at this width
 TREEMAP_HEIGHT = 540
 HEADER = 17  # px of a group's title strip
 GROUP_COLOUR = "#4f5b69"  # a group's frame and title strip
 INNER_GROUP_COLOUR = "#76818e"
 NEST_LEVELS = 2  # each view draws its children and, with room, two levels below them
-SAVINGS_LABELS = {
-    "GL505": "delete files in the layer that makes them",
-}
 
 IMAGE_CSS = """
 main{max-width:1240px}
@@ -355,16 +345,20 @@ def _short_command(created_by: str) -> str:
 
 
 def _savings(report: dict[str, Any]) -> list[tuple[str, str, int]]:
-    """(code, what, bytes) of each fix, biggest first."""
+    """(code, what, bytes) of each fix, biggest first; each rule labels its own fix and says
+    which caches and hidden bytes are its to report."""
+    rules = all_rules()
     out: list[tuple[str, str, int]] = []
     for code, size in report["savings"].items():
         rule = find_rule(code)
-        label = (rule.saving_label or SAVINGS_LABELS.get(code) or rule.summary) if rule else code
-        out.append((code, label, int(size)))
+        out.append((code, (rule.saving_label or rule.summary) if rule else code, int(size)))
+    cache_owner = {name: rule.code for rule in rules for name in rule.image_caches}
     for name, size in report["caches"].items():
-        out.append((CACHE_CODES.get(name, ""), f"remove the {name} in the layer that makes it", int(size)))
+        out.append((cache_owner.get(name, ""), f"remove the {name} in the layer that makes it", int(size)))
     if report["wasted_bytes"]:
-        out.append(("GL505", SAVINGS_LABELS["GL505"], int(report["wasted_bytes"])))
+        for rule in rules:
+            if rule.owns_hidden_bytes:
+                out.append((rule.code, rule.saving_label or rule.summary, int(report["wasted_bytes"])))
     return sorted(out, key=lambda item: -item[2])
 
 

@@ -245,7 +245,7 @@ class Emitter:
 
 def _cache_mounts(step: Step, pip_parts: list[str]) -> list[str]:
     """The download caches of the builder's pip/uv installs, on cache mounts the RUN lacks."""
-    from ..rules.layering import cache_mount_targets
+    from ..rules.layering.cleanup import cache_mount_targets
 
     cache = []
     if pip_parts:

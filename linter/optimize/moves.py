@@ -247,7 +247,7 @@ def _why_not_moved(
 
 
 def _dev_packages_before(shipped: Stage, instr: Instruction) -> tuple[int, str] | None:
-    from ..rules.layer_hygiene import _BUILD_TOOL_RE
+    from ..rules.layering.hygiene import BUILD_TOOL_RE
 
     for earlier in shipped.all_instructions():
         if earlier.line >= instr.line or earlier.keyword != "RUN":
@@ -258,7 +258,7 @@ def _dev_packages_before(shipped: Stage, instr: Instruction) -> tuple[int, str] 
                 continue
             for spec in install.packages:
                 name = spec.name or ""
-                if name.endswith(("-dev", "-devel")) and _BUILD_TOOL_RE.match(name):
+                if name.endswith(("-dev", "-devel")) and BUILD_TOOL_RE.match(name):
                     return earlier.line, name
     return None
 

@@ -130,7 +130,7 @@ def _written_paths(builder: Stage, receiver: Stage, copy: Instruction) -> list[s
 
 def _run_writes(instr: Instruction, workdir: str, paths: list[str], runtime_apt: set[str]) -> str:
     """Adds what a builder RUN writes to ``paths``; the reason when gpulint cannot name it."""
-    from ..rules.layer_hygiene import _BUILD_TOOL_RE
+    from ..rules.layering.hygiene import BUILD_TOOL_RE
 
     links = run_links(instr)
     if links is None:
@@ -150,7 +150,7 @@ def _run_writes(instr: Instruction, workdir: str, paths: list[str], runtime_apt:
                     missing = [
                         s.name or ""
                         for s in install.packages
-                        if not _BUILD_TOOL_RE.match(s.name or "")
+                        if not BUILD_TOOL_RE.match(s.name or "")
                         and (s.name or "") not in BUILD_ONLY_EXTRA
                         and (s.name or "") not in runtime_apt
                     ]

@@ -31,9 +31,9 @@ def apt_specs(elements: list[Element]) -> list[str]:
 
 def build_tools(elements: list[Element]) -> list[str]:
     """The compilers and -dev packages the apt links install (GL507's list), sorted."""
-    from ..rules.layer_hygiene import _BUILD_TOOL_RE
+    from ..rules.layering.hygiene import BUILD_TOOL_RE
 
-    return sorted({name for name in apt_specs(elements) if _BUILD_TOOL_RE.match(name)})
+    return sorted({name for name in apt_specs(elements) if BUILD_TOOL_RE.match(name)})
 
 
 def needs_venv_package(elements: list[Element], uses_pip: bool) -> bool:
@@ -58,7 +58,7 @@ def filtered_apt(el: Element, dropped: set[str]) -> str | None:
 
     None when nothing is left to install; the text unchanged when it installs nothing.
     """
-    from ..rules.layer_hygiene import _BUILD_TOOL_RE
+    from ..rules.layering.hygiene import BUILD_TOOL_RE
 
     installs: list[tuple[Command, Install]] = []
     for c in el.commands:
@@ -70,7 +70,7 @@ def filtered_apt(el: Element, dropped: set[str]) -> str | None:
     if len(installs) != 1 or len(el.commands) != 1:
         return (
             el.text
-            if not any(_BUILD_TOOL_RE.match(s.name or "") for _, i in installs for s in i.packages)
+            if not any(BUILD_TOOL_RE.match(s.name or "") for _, i in installs for s in i.packages)
             else None
         )
     cmd, install = installs[0]
@@ -86,7 +86,7 @@ def filtered_apt(el: Element, dropped: set[str]) -> str | None:
         offset = starts[word.line - 1] + word.column - 1
         if raw[offset : offset + len(word.raw.encode("utf-8"))] != word.raw.encode("utf-8"):
             return None  # positions do not match: leave it out rather than guess
-        if _BUILD_TOOL_RE.match(name) or name in BUILD_ONLY_EXTRA:
+        if BUILD_TOOL_RE.match(name) or name in BUILD_ONLY_EXTRA:
             dropped.add(name)
             start = offset
             while start > 0 and raw[start - 1 : start] in (b" ", b"\t"):

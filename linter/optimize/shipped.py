@@ -93,11 +93,11 @@ def _under(path: str, directory: str) -> bool:
 
 def _removed_paths(el: Element, cwd: str) -> set[str] | None:
     """The paths an element that is one `rm PATH...` removes; None for anything else."""
-    from ..rules.layer_hygiene import _rm_targets
+    from ..rules.layering.hygiene import rm_targets
 
     if len(el.commands) != 1 or el.commands[0].name != "rm":
         return None
-    return {path for _, path in _rm_targets(el.commands[0], cwd)} or None
+    return {path for _, path in rm_targets(el.commands[0], cwd)} or None
 
 
 # instructions that neither read nor write files (USER: a COPY without --chown writes root's files

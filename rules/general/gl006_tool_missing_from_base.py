@@ -13,7 +13,7 @@ from gpulint.gpubase import BaseInfo
 from gpulint.installers import Install
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
-from gpulint.rules.layering import _clears_lists, cache_mount_targets, package_verb
+from gpulint.rules.layering.cleanup import cache_mount_targets, clears_lists, package_verb
 from gpulint.shell import SHELLS, Command
 
 _PIP_RE = lazy_re(r"^pip(?:\d+(?:\.\d+)?)?$")
@@ -240,7 +240,7 @@ def _apt_lists_use(cmd: Command) -> str | None:
             return "read"
         return None
     if name == "rm":
-        return "remove" if any(_clears_lists(v) for v in values if not v.startswith("-")) else None
+        return "remove" if any(clears_lists(v) for v in values if not v.startswith("-")) else None
     if name in SHELLS and not any(v.startswith("-") and "c" in v for v in values):
         return "unknown"  # `bash setup.sh`, `curl ... | sh`: the script may update the lists
     if name.endswith(".sh") or "/" in (cmd.argv[0].value if cmd.argv else "") or name in _LIST_UPDATERS:

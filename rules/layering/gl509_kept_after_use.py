@@ -1,5 +1,4 @@
-"""GL509: bytes a layer keeps after their only use: downloaded archives and installers, local
-package repositories, and source trees built and installed in the shipped stage."""
+"""GL509 kept-after-use: A downloaded archive, local repository or built source tree stays in the shipped image."""
 
 from __future__ import annotations
 
@@ -14,8 +13,8 @@ from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
-from gpulint.rules.layer_hygiene import _absolute, _flag_value, _rm_targets
-from gpulint.rules.layering import cache_mount_targets, package_verb
+from gpulint.rules.layering.cleanup import cache_mount_targets, package_verb
+from gpulint.rules.layering.hygiene import absolute_path, flag_value, rm_targets
 from gpulint.shell import Command, is_python
 
 # files that are only a means to install something: extracted, installed or run, then dead weight
@@ -85,14 +84,14 @@ def _downloads(cmd: Command, cwd: str) -> list[str]:
     out: list[str] = []
     if cmd.name == "wget":
         url = next((v for v in values if v.startswith(("http://", "https://", "ftp://"))), None)
-        output = _flag_value(values, "-O", "--output-document")
-        prefix = _flag_value(values, "-P", "--directory-prefix")
+        output = flag_value(values, "-O", "--output-document")
+        prefix = flag_value(values, "-P", "--directory-prefix")
         if output and output != "-":
             out.append(output)
         elif url:
             out.append(posixpath.join(prefix or ".", posixpath.basename(url.split("?", 1)[0])))
     elif cmd.name == "curl":
-        output = _flag_value(values, "-o", "--output")
+        output = flag_value(values, "-o", "--output")
         if output and output != "-":
             out.append(output)
         elif (
@@ -103,7 +102,7 @@ def _downloads(cmd: Command, cwd: str) -> list[str]:
             url = next((v for v in values if v.startswith(("http://", "https://"))), None)
             if url:
                 out.append(posixpath.basename(url.split("?", 1)[0]))
-    return [_absolute(cwd, p) for p in out if p and "$" not in p and _is_archive(p)]
+    return [absolute_path(cwd, p) for p in out if p and "$" not in p and _is_archive(p)]
 
 
 def _names(cmd: Command, cwd: str, path: str) -> bool:
@@ -111,14 +110,14 @@ def _names(cmd: Command, cwd: str, path: str) -> bool:
     for value in [cmd.argv[0].value, *cmd.arg_values] if cmd.argv else []:
         if "$" in value or not value or value.startswith("-"):
             continue
-        target = _absolute(cwd, value)
+        target = absolute_path(cwd, value)
         if target == path or (any(c in target for c in "*?[") and fnmatch.fnmatchcase(path, target)):
             return True
     return False
 
 
 def _removes(cmd: Command, cwd: str, path: str) -> bool:
-    for _, target in _rm_targets(cmd, cwd):
+    for _, target in rm_targets(cmd, cwd):
         if any(c in target for c in "*?["):
             if fnmatch.fnmatchcase(path, target) or path.startswith(
                 re.split(r"[*?\[]", target, maxsplit=1)[0].rstrip("/") + "/"
@@ -141,9 +140,9 @@ def _tar_extracts(cmd: Command) -> bool:
 def _extracted_trees(cmd: Command, cwd: str) -> list[str]:
     """Top directories an extraction probably makes: the archive's name without its suffix."""
     if _tar_extracts(cmd):
-        dest = _flag_value(cmd.arg_values, "-C", "--directory") or "."
+        dest = flag_value(cmd.arg_values, "-C", "--directory") or "."
     elif cmd.name == "unzip":
-        dest = _flag_value(cmd.arg_values, "-d") or "."
+        dest = flag_value(cmd.arg_values, "-d") or "."
     else:
         return []
     if "$" in dest:
@@ -152,7 +151,7 @@ def _extracted_trees(cmd: Command, cwd: str) -> list[str]:
     for value in cmd.arg_values:
         base = posixpath.basename(value)
         if "$" not in value and _SUFFIX_RE.search(base) and _SUFFIX_RE.sub("", base):
-            out.append(_absolute(_absolute(cwd, dest), _SUFFIX_RE.sub("", base)))
+            out.append(absolute_path(absolute_path(cwd, dest), _SUFFIX_RE.sub("", base)))
     return out
 
 
@@ -282,7 +281,7 @@ class KeptAfterUse(Rule):
         cwd = start
         for cmd in commands:
             if cmd.name == "cd" and cmd.arg_values:
-                cwd = _absolute(cwd, cmd.arg_values[-1])
+                cwd = absolute_path(cwd, cmd.arg_values[-1])
                 continue
             for d in [*downloads, *mine_d]:
                 if _removes(cmd, cwd, d.path):
@@ -295,7 +294,7 @@ class KeptAfterUse(Rule):
                 elif cmd.name == "mv" and _names(cmd, cwd, d.path):
                     operands = [v for v in cmd.arg_values if not v.startswith("-")]
                     if len(operands) == 2 and "$" not in operands[1]:
-                        dest = _absolute(cwd, operands[1])
+                        dest = absolute_path(cwd, operands[1])
                         d.path = (
                             posixpath.join(dest, posixpath.basename(d.path))
                             if operands[1].endswith("/")
@@ -319,11 +318,11 @@ class KeptAfterUse(Rule):
                     mine_d.append(_Download(path, cmd, instr))
             roots: list[tuple[str, str]] = []
             if cmd.name == "git":
-                from gpulint.rules.kernel_pins import parse_git_clone
+                from gpulint.rules.pinning.kernels import parse_git_clone
 
                 clone = parse_git_clone(cmd)
                 if clone is not None and "$" not in clone.directory:
-                    roots.append((_absolute(cwd, clone.directory), "git clone"))
+                    roots.append((absolute_path(cwd, clone.directory), "git clone"))
             roots += [(r, cmd.name) for r in _extracted_trees(cmd, cwd)]
             for root, how in roots:
                 if not _under(root, mounts) and root not in ("/", cwd):
@@ -392,7 +391,7 @@ def _runs_from(stage: Stage, root: str) -> bool:
     if end is not None:
         workdir = stage.workdir_before(end)
         if end.keyword == "WORKDIR" and "$" not in end.args:
-            workdir = _absolute(workdir, end.args.strip())
+            workdir = absolute_path(workdir, end.args.strip())
         if workdir == root or workdir.startswith(root + "/"):
             return True
     for instr in stage.instructions:
@@ -406,140 +405,3 @@ def _runs_from(stage: Stage, root: str) -> bool:
 
 def _under(path: str, mounts: list[str]) -> bool:
     return any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts)
-
-
-# -- GL505's "removed from a lower layer" half: uninstalls and base directories ------------------
-
-# directories of NVIDIA's images (nvidia/cuda, NGC) that hold hundreds of MB: an `rm` in a later
-# layer hides them and saves nothing
-_BASE_DIRS_RE = lazy_re(
-    r"^/(usr/local/cuda[^/]*|opt/hpcx|usr/local/mpi|opt/nvidia|opt/tensorrt|usr/local/tensorrt)(/|$)"
-)
-# apt packages nvidia/cuda and NGC images install
-_GPU_APT_RE = lazy_re(r"^(cuda|libcu|libnccl|libnv|libcudnn|tensorrt|nsight|libnpp|python3-libnvinfer)", re.I)
-_GPU_FAMILIES = frozenset({"nvidia-cuda", "ngc", "pytorch", "tensorflow"})
-
-
-def _uninstalled(cmd: Command) -> tuple[str, list[str]] | None:
-    """(manager, names) for `pip uninstall`, `uv pip uninstall`, `apt-get remove/purge`, `conda remove`."""
-    values = cmd.arg_values
-    name = cmd.name
-    if is_python(name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
-        values, name = values[2:], "pip"
-    if name == "uv" and values[:1] == ["pip"]:
-        values, name = values[1:], "pip"
-    if re.match(r"^pip[\d.]*$", name) and values[:1] == ["uninstall"]:
-        names = [v for v in values[1:] if not v.startswith("-") and "$" not in v]
-        return "pip", names
-    if (
-        name in ("apt-get", "apt")
-        and (found := package_verb(values)) is not None
-        and found[1] in ("remove", "purge")
-    ):
-        return "apt", [v for v in values[found[0] + 1 :] if not v.startswith("-") and "$" not in v]
-    if name in ("conda", "mamba", "micromamba") and values[:1] in (["remove"], ["uninstall"]):
-        names, skip = [], False
-        for v in values[1:]:
-            if skip:
-                skip = False
-            elif v in ("-n", "--name", "-p", "--prefix", "-c", "--channel"):
-                skip = True
-            elif not v.startswith("-") and "$" not in v:
-                names.append(v)
-        return "conda", names
-    return None
-
-
-def _installed_names(ctx: LintContext, instr: Instruction, before: Command | None = None) -> dict[str, str]:
-    """canonical name -> manager, for what a RUN installs (up to ``before``)."""
-    from gpulint.installers import canonical_name
-
-    out: dict[str, str] = {}
-    stop = len(ctx.commands(instr))
-    if before is not None:
-        stop = next((i for i, cmd in enumerate(ctx.commands(instr)) if cmd is before), stop)
-    position = {id(cmd): i for i, cmd in enumerate(ctx.commands(instr))}
-    # the lint's parsed installs (ctx.installs), not a parse of every command again
-    for cmd, install in ctx.installs(instr):
-        if position[id(cmd)] >= stop:
-            break
-        for spec in install.packages:
-            name = spec.name or posixpath.basename(spec.raw)
-            out[canonical_name(name.split("=", 1)[0])] = install.manager
-    return out
-
-
-def _from_base(manager: str, name: str, family: str) -> bool:
-    """Would the base image have installed this package? pip packages of any base that is more
-    than an OS (or a bare CUDA image); NVIDIA's apt packages of a GPU base."""
-    if manager == "pip":
-        return family not in ("plain", "nvidia-cuda")
-    return manager == "apt" and family in _GPU_FAMILIES and bool(_GPU_APT_RE.match(name))
-
-
-def removed_from_lower_layers(rule: Rule, ctx: LintContext) -> Iterator[Finding]:
-    """`pip uninstall`, `apt-get purge`, `conda remove` of what an earlier layer or the base image
-    installed, and `rm` of the big directories NVIDIA's base images ship: the bytes stay below."""
-    from gpulint.installers import canonical_name
-
-    stages = list(reversed(ctx.shipped_stages()))
-    if not stages:
-        return
-    base = ctx.base_info(stages[0])
-    family = base.family if base is not None else "other"
-    earlier: dict[str, tuple[str, int]] = {}  # canonical name -> (manager, line of the RUN)
-    for stage in stages:
-        for instr in stage.instructions:
-            if instr.keyword != "RUN":
-                continue
-            cwd = stage.workdir_before(instr)
-            for cmd in ctx.commands(instr):
-                if cmd.name == "cd" and cmd.arg_values:
-                    cwd = _absolute(cwd, cmd.arg_values[-1])
-                    continue
-                if family in ("nvidia-cuda", "ngc", "pytorch"):
-                    for written, target in _rm_targets(cmd, cwd):
-                        if _BASE_DIRS_RE.match(target):
-                            yield rule.finding(
-                                ctx,
-                                f"`rm {written}` deletes what the base image ships: the files stay in its layers "
-                                "and every node still pulls them; pick a smaller base, or build on one without them",
-                                line=cmd.line,
-                                column=cmd.argv[0].column,
-                            )
-                            break
-                found = _uninstalled(cmd)
-                if found is None:
-                    continue
-                manager, names = found
-                mine = _installed_names(ctx, instr, cmd)
-                lower: list[str] = []
-                origins: set[str] = set()
-                for raw in names:
-                    key = canonical_name(raw.split("=", 1)[0])
-                    if key in mine:
-                        continue  # installed earlier in this RUN: the uninstall does save those bytes
-                    hit = next(
-                        (v for k, v in earlier.items() if k == key or fnmatch.fnmatchcase(k, key)), None
-                    )
-                    if hit is not None and hit[0] == manager:
-                        lower.append(raw)
-                        origins.add(f"the RUN on line {hit[1]}")
-                    elif _from_base(manager, raw, family) and manager not in mine.values():
-                        # (a pip install earlier in this RUN may have brought it as a dependency)
-                        lower.append(raw)
-                        origins.add("a lower layer (the base image or an earlier RUN)")
-                if not lower:
-                    continue
-                shown = " ".join(lower[:4]) + (" ..." if len(lower) > 4 else "")
-                verb = " ".join(cmd.arg_values[:1]) if cmd.name != "python3" else "-m pip uninstall"
-                yield rule.finding(
-                    ctx,
-                    f"`{cmd.name} {verb} {shown}` removes what {' and '.join(sorted(origins))} installed: the files stay there and every node still pulls them; nothing is saved (and a "
-                    "reinstall adds a second copy): build on a base without them, or install in a stage that is "
-                    "not shipped",
-                    line=cmd.line,
-                    column=cmd.argv[0].column,
-                )
-            for key, manager in _installed_names(ctx, instr).items():
-                earlier[key] = (manager, instr.line)

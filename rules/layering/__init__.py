@@ -1,0 +1,1 @@
+"""GL5xx: what each layer keeps - caches, package indexes, build tools, files deleted too late."""
