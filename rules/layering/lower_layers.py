@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction
 from gpulint.finding import Finding
+from gpulint.installers import Manager
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule
 from gpulint.rules.layering.cleanup import package_verb
@@ -28,7 +29,7 @@ _GPU_APT_RE = lazy_re(r"^(cuda|libcu|libnccl|libnv|libcudnn|tensorrt|nsight|libn
 _GPU_FAMILIES = frozenset({"nvidia-cuda", "ngc", "pytorch", "tensorflow"})
 
 
-def _uninstalled(cmd: Command) -> tuple[str, list[str]] | None:
+def _uninstalled(cmd: Command) -> tuple[Manager, list[str]] | None:
     """(manager, names) for `pip uninstall`, `uv pip uninstall`, `apt-get remove/purge`, `conda remove`."""
     values = cmd.arg_values
     name = cmd.name
@@ -58,11 +59,13 @@ def _uninstalled(cmd: Command) -> tuple[str, list[str]] | None:
     return None
 
 
-def _installed_names(ctx: LintContext, instr: Instruction, before: Command | None = None) -> dict[str, str]:
+def _installed_names(
+    ctx: LintContext, instr: Instruction, before: Command | None = None
+) -> dict[str, Manager]:
     """canonical name -> manager, for what a RUN installs (up to ``before``)."""
     from gpulint.installers import canonical_name
 
-    out: dict[str, str] = {}
+    out: dict[str, Manager] = {}
     stop = len(ctx.commands(instr))
     if before is not None:
         stop = next((i for i, cmd in enumerate(ctx.commands(instr)) if cmd is before), stop)
@@ -77,7 +80,7 @@ def _installed_names(ctx: LintContext, instr: Instruction, before: Command | Non
     return out
 
 
-def _from_base(manager: str, name: str, family: str) -> bool:
+def _from_base(manager: Manager, name: str, family: str) -> bool:
     """Would the base image have installed this package? pip packages of any base that is more
     than an OS (or a bare CUDA image); NVIDIA's apt packages of a GPU base."""
     if manager == "pip":
@@ -95,7 +98,7 @@ def removed_from_lower_layers(rule: Rule, ctx: LintContext) -> Iterator[Finding]
         return
     base = ctx.base_info(stages[0])
     family = base.family if base is not None else "other"
-    earlier: dict[str, tuple[str, int]] = {}  # canonical name -> (manager, line of the RUN)
+    earlier: dict[str, tuple[Manager, int]] = {}  # canonical name -> (manager, line of the RUN)
     for stage in stages:
         for instr in stage.instructions:
             if instr.keyword != "RUN":

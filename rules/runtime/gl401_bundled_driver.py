@@ -12,6 +12,7 @@ from gpulint import data
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction, Stage, shell_split
 from gpulint.finding import Finding, FixSafety, Severity
+from gpulint.installers import Manager
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
 from gpulint.rules.runtime.driver_packages import is_driver_package
@@ -219,7 +220,7 @@ def _dpkg_driver_archives(cmd: Command) -> list[tuple[Word, str]]:
     return out
 
 
-def _package_label(raw: str, manager: str) -> str:
+def _package_label(raw: str, manager: Manager) -> str:
     """The package as written, without an apt ``=version``; rpm names keep their version suffix."""
     return raw.split("=", 1)[0] if manager == "apt" else raw
 
