@@ -204,7 +204,7 @@ def _unseen_input(ctx: LintContext, chain: list[Stage]) -> str | None:
 
 def _jetson_dockerfile(path: str) -> bool:
     """``Dockerfile.jetson``, ``jetson/Dockerfile``, ``Dockerfile-l4t``: written for Jetson by name."""
-    table = data.load("base_images")["jetson_images"]
+    table = data.base_images()["jetson_images"]
     tail = "/".join(path.replace("\\", "/").lower().split("/")[-2:])  # the file and its folder
     tokens = set(re.split(r"[/:_.-]+", tail))
     return bool(tokens & set(table["name_tokens"]))
@@ -272,7 +272,7 @@ def _used_elsewhere(ctx: LintContext, root: Stage, chain: list[Stage]) -> bool:
 
 
 def _replacement(ctx: LintContext, root: Stage, info: BaseInfo, chain: list[Stage]) -> tuple[str, str]:
-    savings = data.load("base_images")["devel_saving"]
+    savings = data.base_images()["devel_saving"]
     bundled, system = cuda_users(ctx, chain)
     ref = root.image
     assert ref is not None

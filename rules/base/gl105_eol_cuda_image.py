@@ -29,7 +29,7 @@ def eol_status(version: str) -> tuple[str, str | None] | None:
     point release below the newest one of its X.Y that the table confirms as a tag. An X.Y
     tag (``11.0-devel``) followed its X.Y's newest point release, so it is judged as that.
     """
-    table = data.load("cuda")["eol"]
+    table = data.cuda()["eol"]
     parts = version.split(".")
     x_y = ".".join(parts[:2])
     newest = table["latest_point"].get(x_y)
@@ -57,7 +57,7 @@ def variant_exists(version: str, cudnn: str | None, os_name: str | None) -> tupl
     (False, what is missing) when the table says it does not; None when it does or the table
     does not know.
     """
-    table = data.load("cuda").get("tag_variants", {})
+    table = data.cuda().get("tag_variants", {})
     checks = []
     if cudnn:
         checks.append((table.get("cudnn", {}).get(cudnn), f"-{cudnn}-"))
@@ -116,7 +116,7 @@ class EolCudaImage(Rule):
             )
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        as_of = data.load("cuda")["eol"]["as_of"]
+        as_of = data.cuda()["eol"]["as_of"]
         for stage in ctx.stages:
             ref = stage.image
             if ref is None or stage.parent is not None or not ref.tag:

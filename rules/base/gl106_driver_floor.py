@@ -205,7 +205,7 @@ def driver_table() -> str:
     """Markdown: the oldest driver each CUDA release needs, and its minor-version-compatibility range."""
     from gpulint import data
 
-    cuda = data.load("cuda")
+    cuda = data.cuda()
     rows = [
         "## Driver floors",
         "",

@@ -462,7 +462,7 @@ def install_cuda_stack(instr: Instruction, install: Install, spec: PackageSpec) 
 
 def torch_cuda_libraries(spec: PackageSpec) -> str:
     """Where a CUDA torch wheel of this requirement keeps its CUDA libraries (data: torch.yaml)."""
-    first = data.load("torch")["first_nvidia_wheels_series"]
+    first = data.torch()["first_nvidia_wheels_series"]
     series = torch_series(spec.version) if spec.version and not spec.version_from_variable else None
     if series is not None and _series_key(series) < _series_key(first):
         return "its CUDA libraries and cuDNN bundled inside the wheel, in torch/lib"

@@ -230,7 +230,7 @@ class CudaVersionMismatch(Rule):
         series: str,
         how: str,
     ) -> Iterator[Finding]:
-        table = data.load("tensorflow")
+        table = data.tensorflow()
         name = spec.name or spec.raw
         if series == "12+":
             cuda, cudnn = "12", None
@@ -286,7 +286,7 @@ class CudaVersionMismatch(Rule):
         if info.family != "nvidia-cuda" or not info.cudnn:
             return
         image_major = info.cudnn.removeprefix("cudnn") or "9"
-        table: dict[str, dict[str, list]] = data.load("kernels")["cudnn_major"]  # type: ignore[type-arg]
+        table = data.kernels()["cudnn_major"]
         installs = [
             (i, s) for st in reversed(stage.chain()) for _, _, i in ctx.stage_installs(st) for s in i.packages
         ]
@@ -377,7 +377,7 @@ def _pip_reads_manylinux2010(ctx: LintContext, stage: Stage, info: BaseInfo) -> 
         for _, cmd in ctx.stage_commands(st):
             if any("get-pip" in word for word in cmd.arg_values):
                 return True
-    distro: dict[str, str] = data.load("tensorflow")["distro_pip"]
+    distro: dict[str, str] = data.tensorflow()["distro_pip"]
     version = distro.get(info.os or "")
     if version is None:
         return None
@@ -388,7 +388,7 @@ def _newest_tensorflow(
     ctx: LintContext, stage: Stage, info: BaseInfo, name: str, python: tuple[str, str]
 ) -> tuple[str | None, str]:
     """The series an unpinned TensorFlow resolves to for the image's Python (and pip), and how we know."""
-    table = data.load("tensorflow")
+    table = data.tensorflow()
     version, how = python
     reads_2010 = _pip_reads_manylinux2010(ctx, stage, info)
     if reads_2010 is None:
@@ -465,7 +465,7 @@ def _newest_pypi_torch(python: tuple[str, str] | None) -> Variant | None:
     if python is None:
         return None
     version, how = python
-    table = data.load("torch")
+    table = data.torch()
     series = table["newest_for_python"].get(version)
     if series is not None:
         cuda = table["series"].get(series, {}).get("pypi_cuda")

@@ -150,7 +150,7 @@ class FrameworkReinstalledOverBase(Rule):
         up, under everything installed or built against the old one."""
         from gpulint.rules.pinning.kernels import image_python, install_groups, pip_specs
 
-        floors: dict[str, dict[str, dict[str, str]]] = data.load("dependents")["framework_floors"]
+        floors: dict[str, dict[str, dict[str, str]]] = data.dependents()["framework_floors"]
         python = image_python(ctx, stage)
         base = ctx.base_info(stage)
         known: dict[str, tuple[str, str]] = {}  # framework package -> (version or X.Y series, how we know)
@@ -326,7 +326,7 @@ def _is_prerelease(version: str) -> bool:
 def _torch_of_torchvision(version: str) -> str | None:
     """The torch series a torchvision release pairs with (torch.yaml's series table)."""
     wanted = ".".join(version.split(".")[:2])
-    table: dict[str, dict[str, object]] = data.load("torch")["series"]
+    table = data.torch()["series"]
     return next((series for series, row in table.items() if row.get("torchvision") == wanted), None)
 
 
@@ -340,7 +340,7 @@ def _image_torch(ctx: LintContext, stage: Stage) -> str | None:
     text = stage.root.base.text
     if info.family == "pytorch" or (info.family == "ngc" and info.framework == "pytorch"):
         return text
-    repos: list[str] = data.load("base_images")["torch_images"]
+    repos: list[str] = data.base_images()["torch_images"]
     return text if ref.repository in repos else None
 
 
@@ -446,8 +446,8 @@ def _ray_runtime_env_torch(rule: Rule, ctx: ManifestContext) -> Iterator[Finding
 
     if ctx.kind != "kubernetes":
         return
-    torch_images = set(data.load("base_images")["torch_images"])
-    pins: dict[str, dict[str, str]] = data.load("kernels")["torch_pins"]
+    torch_images = set(data.base_images()["torch_images"])
+    pins: dict[str, dict[str, str]] = data.kernels()["torch_pins"]
     for yfile in ctx.files.values():
         for doc in yfile.documents:
             kind = doc.text_at("kind") if doc.is_map else None

@@ -22,7 +22,7 @@ _CONDITIONAL_RE = lazy_re(r"\bif\b|\bcase\b|\|\||\[\[?\s|\btest\s")
 @functools.lru_cache(maxsize=1)
 def _patterns() -> tuple[list[re.Pattern[str]], list[re.Pattern[str]], re.Pattern[str]]:
     """The table's patterns, and one alternation of the text ones to screen each line with."""
-    table = data.load("base_images")["jetson_signals"]
+    table = data.base_images()["jetson_signals"]
     texts = [re.compile(p) for p in table["text"]]
     screen = re.compile("|".join(f"(?:{p})" for p in table["text"]))
     return [re.compile(p) for p in table["apt_packages"]], texts, screen

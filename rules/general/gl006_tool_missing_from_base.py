@@ -46,7 +46,7 @@ def _tool(cmd: Command) -> str | None:
 
 def _image_lacks(info: BaseInfo | None) -> frozenset[str]:
     """The tools of the table this base image is known not to ship (data: base_images)."""
-    table = data.load("base_images")["cuda_images_without"]
+    table = data.base_images()["cuda_images_without"]
     if info is None or info.family != "nvidia-cuda" or not info.recognised_tag or not info.cuda:
         return frozenset()
     if int(info.cuda.split(".")[0]) < table["min_cuda_major"]:
@@ -115,7 +115,7 @@ class ToolMissingFromBase(Rule):
         ships none (data: base_images.images_without_apt_lists) or an earlier RUN removed them,
         and no `apt-get update` ran since."""
         root = stage.root
-        table = data.load("base_images")["images_without_apt_lists"]
+        table = data.base_images()["images_without_apt_lists"]
         info = ctx.base_info(stage)
         empty_base = root.image is not None and (
             root.image.full_name in table["repositories"]
@@ -162,7 +162,7 @@ class ToolMissingFromBase(Rule):
         )
 
     def _check_stage(self, ctx: LintContext, stage: Stage, lacking: set[str]) -> Iterator[Finding]:
-        table = data.load("base_images")["cuda_images_without"]
+        table = data.base_images()["cuda_images_without"]
         pip_words = tuple(table["pip_providers"])
         own = {id(instr) for instr in stage.instructions}
         reported: set[str] = set()

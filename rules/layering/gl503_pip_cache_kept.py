@@ -186,7 +186,7 @@ def _download_weight(ctx: LintContext, stage: Stage, instr: Instruction, install
     from gpulint.rules.pinning.framework_pins import framework_names
     from gpulint.rules.pinning.kernels import is_kernel
 
-    tables = data.load("packages")
+    tables = data.packages()
     sources = pip_sources(ctx, stage, instr, install)
     no_deps = install.no_deps
     read = {f.display for f in sources.files}

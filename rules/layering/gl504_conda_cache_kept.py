@@ -181,7 +181,7 @@ def _uncleaned_conda_install(ctx: LintContext, builder: Stage) -> tuple[Instruct
     package cache is moved elsewhere (CONDA_PKGS_DIRS) or mounted."""
     instructions = builder.all_instructions()
     root = builder.root
-    images = data.load("base_images")["conda_images"]
+    images = data.base_images()["conda_images"]
     known_root = root.image is not None and root.image.full_name in images
     found: tuple[Instruction, Command] | None = None
     for instr in instructions:

@@ -10,7 +10,7 @@ from gpulint.shell import Command, is_python
 
 
 def framework_names() -> tuple[set[str], tuple[str, ...], set[str]]:
-    table = data.load("packages")["frameworks"]
+    table = data.packages()["frameworks"]
     return set(table["pip"]), tuple(table["pip_prefixes"]), set(table["conda"])
 
 

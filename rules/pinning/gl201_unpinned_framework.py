@@ -202,7 +202,7 @@ class UnpinnedFramework(Rule):
 
 def _follows_pinned_torch(name: str, sources: PipSources) -> bool:
     """An unpinned torchvision/torchaudio installed together with an exactly pinned torch."""
-    if name not in data.load("packages")["torch_companions"]:
+    if name not in data.packages()["torch_companions"]:
         return False
     return any(s.name == "torch" and s.pinned for s in sources.specs)
 
@@ -228,13 +228,13 @@ def _base_keeps(
     if info is None or not info.framework:
         return False
     key = f"ngc/{info.framework}" if info.family == "ngc" else info.family
-    shipped = data.load("base_images")["framework_packages"].get(key, [])
+    shipped = data.base_images()["framework_packages"].get(key, [])
     if spec.name not in shipped:
         return False
     read = {f.display for f in sources.files}
     if len(read) < len(set(install.requirement_files)) or install.editables:
         return False
-    settled = set(shipped) | set(data.load("packages")["installer_tooling"]) | sources.constraint_pins
+    settled = set(shipped) | set(data.packages()["installer_tooling"]) | sources.constraint_pins
     if any(
         other.kind != "path" and not other.pinned and other.name not in settled
         for other in sources.specs

@@ -104,7 +104,7 @@ class UnpinnedKernelPackage(Rule):
     checks_image_history = True  # `gpulint image` runs check() on the history commands too
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        unrelated: dict[str, str] = data.load("kernels")["unrelated_pypi"]
+        unrelated: dict[str, str] = data.kernels()["unrelated_pypi"]
         pinned_by_stage: dict[int, set[str]] = {}
         for stage in ctx.stages:
             pinned = set(pinned_by_stage.get(id(stage.parent), set())) if stage.parent else set()

@@ -80,7 +80,7 @@ def _installed(ctx: LintContext, stage: Stage) -> dict[str, Installed]:
 
 
 def _torch_abi(version: str, variant: Variant | None) -> bool | None:
-    table = data.load("kernels")["torch_cxx11_abi"]
+    table = data.kernels()["torch_cxx11_abi"]
     series = torch_series(version)
     if series is None:
         return None
@@ -141,8 +141,8 @@ class IncompatibleCompanions(Rule):
     checks_image_history = True  # `gpulint image` runs check() on the history commands too
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        torch_pins: dict[str, dict[str, str]] = data.load("kernels")["torch_pins"]
-        exceptions: dict[str, str] = data.load("torch")["torchaudio_exceptions"]
+        torch_pins: dict[str, dict[str, str]] = data.kernels()["torch_pins"]
+        exceptions: dict[str, str] = data.torch()["torchaudio_exceptions"]
         for stage in ctx.stages:
             installed = _installed(ctx, stage)
             torch = installed.get("torch")
@@ -287,8 +287,8 @@ class IncompatibleCompanions(Rule):
     def _extensions_under_torch_change(self, ctx: LintContext, stage: Stage) -> Iterator[Finding]:
         """A compiled torch extension (flash-attn, apex, torch-scatter...) installed, then torch changed
         by a later install: the extension's kernels were built against the other torch's C++ ABI."""
-        abi_bound = set(data.load("kernels")["torch_abi_extensions"])
-        torch_pins: dict[str, dict[str, str]] = data.load("kernels")["torch_pins"]
+        abi_bound = set(data.kernels()["torch_abi_extensions"])
+        torch_pins: dict[str, dict[str, str]] = data.kernels()["torch_pins"]
         base = ctx.base_info(stage)
         now: str | None = None
         how = ""

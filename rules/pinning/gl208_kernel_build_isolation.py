@@ -32,7 +32,7 @@ class _Torch:
 
 
 def _table() -> dict[str, str]:
-    table: dict[str, str] = data.load("kernels")["build_against_torch"]
+    table: dict[str, str] = data.kernels()["build_against_torch"]
     return table
 
 
@@ -200,7 +200,7 @@ class KernelBuildIsolation(Rule):
             return
         if any(environment_value(cmd, instr.scope, name) for name in _CONSTRAINT_ENV):
             return
-        skip_vars: dict[str, str] = data.load("packages")["cuda_setup_needs_nvcc"]
+        skip_vars: dict[str, str] = data.packages()["cuda_setup_needs_nvcc"]
         for spec in specs:
             name = spec.name or (repo_package(spec) if spec.kind in ("vcs", "path") else None)
             if name is None or name not in table or not _builds(install, spec):

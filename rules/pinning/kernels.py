@@ -61,7 +61,7 @@ _GIT_CLONE_VALUE_OPTIONS = frozenset(
 @functools.cache
 def kernel_names() -> tuple[frozenset[str], tuple[str, ...]]:
     """The pip names and prefixes of kernel packages (built once: asked per package of every install)."""
-    table = data.load("kernels")["pip"]
+    table = data.kernels()["pip"]
     return frozenset(table["names"]), tuple(table["prefixes"])
 
 
@@ -75,7 +75,7 @@ def is_kernel(name: str | None) -> bool:
 def is_conda_kernel(name: str | None) -> bool:
     if not name:
         return False
-    table = data.load("kernels")["conda"]
+    table = data.kernels()["conda"]
     return name in table["names"] or name.startswith(tuple(table["prefixes"]))
 
 
@@ -411,7 +411,7 @@ def image_python(ctx: LintContext, stage: Stage) -> tuple[str, str] | None:
         return None
     base = ctx.base_info(stage)
     os_name = base.os if base is not None else None
-    table: dict[str, str] = data.load("kernels")["ubuntu_python3"]
+    table: dict[str, str] = data.kernels()["ubuntu_python3"]
     if os_name in table and any(
         i.manager == "apt" and any(p.name in ("python3", "python3-pip", "python3-dev") for p in i.packages)
         for i in chain_installs

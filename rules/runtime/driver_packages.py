@@ -11,7 +11,7 @@ from gpulint import data
 @functools.lru_cache(maxsize=4096)
 def is_driver_package(name: str) -> bool:
     """Whether ``name`` is a driver package (cached: asked for every package of every install)."""
-    table = data.load("packages")["driver_packages"]
+    table = data.packages()["driver_packages"]
     if name in table["exact"]:
         return True
     return any(p.match(name) for p in _driver_patterns())
@@ -19,4 +19,4 @@ def is_driver_package(name: str) -> bool:
 
 @functools.cache
 def _driver_patterns() -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p) for p in data.load("packages")["driver_packages"]["patterns"])
+    return tuple(re.compile(p) for p in data.packages()["driver_packages"]["patterns"])

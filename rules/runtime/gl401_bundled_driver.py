@@ -163,7 +163,7 @@ class BundledDriver(Rule):
         )
 
     def _copy(self, ctx: LintContext, instr: Instruction) -> Iterator[Finding]:
-        table = data.load("packages")["driver_packages"]
+        table = data.packages()["driver_packages"]
         try:
             argv = instr.exec_form or shell_split(instr.args)
         except ValueError:

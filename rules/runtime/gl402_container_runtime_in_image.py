@@ -58,7 +58,7 @@ class ContainerRuntimeInImage(Rule):
     checks_image_history = True  # `gpulint image` runs check() on the history commands too
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        runtime = set(data.load("packages")["container_runtime"])
+        runtime = set(data.packages()["container_runtime"])
         for stage in ctx.stages:
             chain = stage.chain()
             if _runs_container_engine(ctx, chain):

@@ -149,7 +149,7 @@ class MissingNvidiaEnv(Rule):
         setting = shipped_env(ctx).get("NVIDIA_DRIVER_CAPABILITIES")
         if setting is None:
             return
-        preset = data.load("base_images")["preset_env_values"].get(family, {})
+        preset = data.base_images()["preset_env_values"].get(family, {})
         value = value_at_build(setting[0], "NVIDIA_DRIVER_CAPABILITIES", preset)
         if value is None:
             return  # set from a build arg gpulint does not know
@@ -168,7 +168,7 @@ class MissingNvidiaEnv(Rule):
     def _video(self, ctx: LintContext, chain: list[Stage], family: str, nvenc: int) -> Iterator[Finding]:
         """An NVENC/NVDEC build whose image does not ask for the driver's video capability."""
         setting = shipped_env(ctx).get("NVIDIA_DRIVER_CAPABILITIES")
-        preset = data.load("base_images")["preset_env_values"].get(family, {})
+        preset = data.base_images()["preset_env_values"].get(family, {})
         if setting is not None:
             instr = setting[0]
             value = value_at_build(instr, "NVIDIA_DRIVER_CAPABILITIES", preset)

@@ -62,7 +62,7 @@ class BroadDriverCapabilities(Rule):
             return
         instr, _ = setting
         info = ctx.base_info(ctx.shipped_stages()[0]) if ctx.shipped_stages() else None
-        preset = data.load("base_images")["preset_env_values"].get(info.family if info else "", {})
+        preset = data.base_images()["preset_env_values"].get(info.family if info else "", {})
         value = value_at_build(instr, "NVIDIA_DRIVER_CAPABILITIES", preset)
         if value is None:
             return  # set from a build arg gpulint does not know: the capabilities are unknown

@@ -64,7 +64,7 @@ def _cmake_project_detects(ctx: LintContext, instr: Instruction, cmds: list[Comm
     """Does this CMake configure turn on the CUDA build of a project whose CMakeLists.txt, given no arch
     list, asks for the build machine's GPU (data: cuda.cmake_native_arch_switches)? Other projects set
     their own default list, or CMake takes nvcc's: what they build for is not known from the Dockerfile."""
-    switches: dict[str, str] = data.load("cuda")["cmake_native_arch_switches"]
+    switches: dict[str, str] = data.cuda()["cmake_native_arch_switches"]
     native_off = False
     on = False
     for cmd in cmds:
@@ -130,7 +130,7 @@ class CudaArchListMissing(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        preset: dict[str, list[str]] = data.load("base_images").get("preset_env", {})
+        preset: dict[str, list[str]] = data.base_images().get("preset_env", {})
         for stage in ctx.stages:
             info = ctx.base_info(stage)
             if (

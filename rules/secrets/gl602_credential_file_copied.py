@@ -43,7 +43,7 @@ def _judged(files: list[CopiedFile]) -> tuple[list[CopiedFile], list[tuple[Copie
 def _credential_screen() -> tuple[re.Pattern[str], re.Pattern[str], tuple[str, ...]]:
     """One regex for every file-name pattern of the table, and one for its exceptions: a
     200,000-file context is screened with one match per name, not one fnmatch per pattern."""
-    table = data.load("secrets")
+    table = data.secrets()
     names = [p for p in table["credential_files"] if "/" not in p]
     exceptions = table["not_credential_files"]
     return (
@@ -54,7 +54,7 @@ def _credential_screen() -> tuple[re.Pattern[str], re.Pattern[str], tuple[str, .
 
 
 def _credential_match(path: str) -> str | None:
-    table = data.load("secrets")
+    table = data.secrets()
     patterns: list[str] = table["credential_files"]
     normalized = path.replace("\\", "/").rstrip("/")
     base = posixpath.basename(normalized)

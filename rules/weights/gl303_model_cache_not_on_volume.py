@@ -16,7 +16,7 @@ from gpulint.rules.weights.model_downloads import downloads, under
 def _loads_models(ctx: LintContext) -> bool:
     from gpulint.buildcontext import pip_sources
 
-    loaders = set(data.load("weights")["model_loaders"])
+    loaders = set(data.weights()["model_loaders"])
     for stage in ctx.shipped_stages():
         for instr, _, install in ctx.stage_installs(stage):
             specs = (
@@ -69,7 +69,7 @@ class ModelCacheNotOnVolume(Rule):
     """
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        variables = set(data.load("weights")["cache_variables"])
+        variables = set(data.weights()["cache_variables"])
         chain = ctx.shipped_stages()
         if not chain:
             return
@@ -87,7 +87,7 @@ class ModelCacheNotOnVolume(Rule):
                             settings.append((instr, key, expanded.text))
         if not settings or not _loads_models(ctx):
             return
-        covered = [posixpath.normpath(v) for v in [*volumes, *data.load("weights")["platform_volumes"]]]
+        covered = [posixpath.normpath(v) for v in [*volumes, *data.weights()["platform_volumes"]]]
         # one finding per ENV: `ENV HF_HOME=/x HF_HUB_CACHE=/x/hub` is one decision
         by_instr: dict[int, tuple[Instruction, list[tuple[str, str]]]] = {}
         for instr, key, value in settings:

@@ -56,7 +56,7 @@ _HF_DEFAULT = "/root/.cache/huggingface"
 
 
 def weight_extensions() -> tuple[str, ...]:
-    return tuple(data.load("weights")["extensions"])
+    return tuple(data.weights()["extensions"])
 
 
 def under(path: str, targets: list[str]) -> bool:
@@ -361,7 +361,7 @@ def is_weight_url(url: str) -> bool:
     path = url.split("?", 1)[0].split("#", 1)[0].lower()
     if path.endswith(weight_extensions()):
         return True
-    facts = data.load("weights")
+    facts = data.weights()
     base = posixpath.basename(path)
     if "/resolve/" in path and any(host in path for host in facts["hub_hosts"]):
         return (
