@@ -135,6 +135,7 @@ def _start(folder: Path, capabilities: dict[str, Any] | None = None) -> Client:
     return client
 
 
+@pytest.mark.slow  # a real `gpulint lsp` process over stdio: CI runs it (make test), make unit does not
 def test_diagnostics_change_fix_all_and_shutdown(workspace: Path) -> None:
     path = workspace / "Dockerfile"
     uri = path.as_uri()
@@ -266,6 +267,7 @@ def test_positions_utf16_and_parser_lines() -> None:
     assert pos.position(pos.offset(3, 1)).line == 1  # gpulint's line 3 is LSP's line 1
 
 
+@pytest.mark.slow  # a real `gpulint lsp` process over stdio: CI runs it (make test), make unit does not
 def test_config_secrets_compose_and_other_yaml(tmp_path: Path) -> None:
     folder = tmp_path / "svc"
     folder.mkdir()
@@ -384,6 +386,7 @@ def test_an_editor_buffer_over_the_file_limits_is_not_linted(tmp_path: Path) -> 
     assert other.error is None and other.findings == []  # any YAML: silent
 
 
+@pytest.mark.slow  # a real `gpulint lsp` process over stdio: CI runs it (make test), make unit does not
 def test_hover_rule_codes_and_bases(tmp_path: Path) -> None:
     folder = tmp_path / "bases"
     folder.mkdir()
