@@ -97,36 +97,24 @@ class Rule:
             line = instruction.line
             if end_line is None:
                 end_line = instruction.end_line
-        return Finding(
-            code=self.code,
-            slug=self.slug,
-            severity=severity or self.severity,
-            message=message,
+        return make_finding(
+            self,
+            message,
             path=path or ctx.path,
             line=line,
             column=column,
             end_line=end_line,
             end_column=end_column,
-            help=help if help is not None else self.short_help(),
+            help=help,
             fix=fix,
-            url=rule_url(self.code),
+            severity=severity,
         )
 
     def finding_at(
         self, path: str, line: int, message: str, column: int = 1, help: str | None = None
     ) -> Finding:
         """A finding at an explicit place (another file, or a place without an instruction)."""
-        return Finding(
-            code=self.code,
-            slug=self.slug,
-            severity=self.severity,
-            message=message,
-            path=path,
-            line=line,
-            column=column,
-            help=help if help is not None else self.short_help(),
-            url=rule_url(self.code),
-        )
+        return make_finding(self, message, path=path, line=line, column=column, help=help)
 
     @classmethod
     def facts(cls, ctx: LintContext) -> dict[str, str]:
@@ -220,6 +208,41 @@ def first_line(text: str) -> str:
         if line.strip() and not line.startswith("```"):
             return line.strip()
     return ""
+
+
+def make_finding(
+    rule: Rule | type[Rule],
+    message: str,
+    *,
+    path: str,
+    line: int,
+    column: int = 1,
+    end_line: int | None = None,
+    end_column: int | None = None,
+    help: str | None = None,
+    fix: Fix | None = None,
+    severity: Severity | None = None,
+) -> Finding:
+    """The one place a :class:`Finding` is made, whatever judged the input (a Dockerfile rule,
+    a compose/Kubernetes node, an image, the pragma check): the rule's code, slug and docs URL,
+    its severity unless the finding sets one, its one-sentence help unless the finding has its
+    own. Rule authors call :meth:`Rule.finding`, ``ManifestRule.at`` or ``ImageEvidence.finding``,
+    which place the finding and call this; tests/test_rules_meta.py checks nothing else makes one.
+    """
+    return Finding(
+        code=rule.code,
+        slug=rule.slug,
+        severity=severity or rule.severity,
+        message=message,
+        path=path,
+        line=line,
+        column=column,
+        end_line=end_line,
+        end_column=end_column,
+        help=help if help is not None else rule.short_help(),
+        fix=fix,
+        url=rule_url(rule.code),
+    )
 
 
 def make_fix(description: str, safety: FixSafety, *edits: Edit) -> Fix:

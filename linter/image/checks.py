@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config import Config
 from ..finding import Finding, Severity
-from ..rule import Rule, all_rules, rule_url
+from ..rule import Rule, all_rules, make_finding
 from ..sizes import human
 from .analysis import Analysis
 
@@ -62,16 +62,7 @@ class ImageEvidence:
 
     def finding(self, rule: Rule, line: int, message: str, severity: Severity | None = None) -> Finding:
         """A finding of ``rule`` at the image source; ``line`` is the 1-based layer it concerns."""
-        return Finding(
-            code=rule.code,
-            slug=rule.slug,
-            severity=severity or rule.severity,
-            message=message,
-            path=self.source,
-            line=max(line, 1),
-            help=rule.short_help(),
-            url=rule_url(rule.code),
-        )
+        return make_finding(rule, message, path=self.source, line=max(line, 1), severity=severity)
 
 
 def image_findings(analysis: Analysis, config: Config) -> list[Finding]:

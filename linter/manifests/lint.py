@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from ..config import Config
 from ..finding import Finding, Severity, unique
-from ..rule import Rule, enabled_rules, rule_url
+from ..rule import Rule, enabled_rules, make_finding
 from ..runner import (
     LintResult,
     RuleCrash,
@@ -67,18 +67,16 @@ def node_finding(
     from ..secrets import redact_secrets
 
     end_column = node.end_column if node.end_line == node.line and node.end_column < (1 << 29) else None
-    return Finding(
-        code=rule.code,
-        slug=rule.slug,
-        severity=severity or rule.severity,
-        message=redact_secrets(message),
+    return make_finding(
+        rule,
+        redact_secrets(message),
         path=node.path,
         line=node.line,
         column=node.column,
         end_line=node.end_line if end_column is not None else node.line,
         end_column=end_column,
         help=redact_secrets(help if help is not None else rule.short_help()),
-        url=rule_url(rule.code),
+        severity=severity,
     )
 
 

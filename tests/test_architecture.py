@@ -1,0 +1,48 @@
+"""One rule in one place (issue #19): what the code base's structure promises, checked on its source.
+
+A rule's module is the only file that knows the rule; everything else works on the Rule protocol.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from gpulint.finding import Severity
+from gpulint.rule import find_rule, make_finding, rule_url
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted([*(ROOT / "linter").rglob("*.py"), *(ROOT / "rules").rglob("*.py")])
+
+
+def _calls_of(name: str) -> list[tuple[str, str]]:
+    """(file, enclosing function) of every call of ``name`` (bare or as an attribute)."""
+    out = []
+    for path in SOURCES:
+        tree = ast.parse(path.read_text("utf-8"))
+        for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
+            for node in ast.walk(func):
+                if isinstance(node, ast.Call):
+                    callee = node.func
+                    called = callee.id if isinstance(callee, ast.Name) else getattr(callee, "attr", None)
+                    if called == name:
+                        out.append((path.relative_to(ROOT).as_posix(), func.name))
+    return out
+
+
+def test_findings_are_made_in_one_place() -> None:
+    """Every finding - a Dockerfile rule's, a compose/Kubernetes node's, an image's, the pragma
+    check's - is made by gpulint.rule.make_finding, so its code, slug, severity, help and docs URL
+    come from its rule the same way."""
+    assert sorted(set(_calls_of("Finding"))) == [("linter/rule.py", "make_finding")]
+
+
+def test_make_finding_takes_what_the_finding_does_not_set_from_its_rule() -> None:
+    rule = find_rule("GL101")
+    assert rule is not None
+    found = make_finding(rule, "m", path="Dockerfile", line=3)
+    assert (found.code, found.slug, found.severity) == (rule.code, rule.slug, rule.severity)
+    assert (found.help, found.url) == (rule.short_help(), rule_url("GL101"))
+    assert (found.column, found.end_line, found.fix) == (1, None, None)
+    own = make_finding(rule, "m", path="Dockerfile", line=3, help="h", severity=Severity.INFO)
+    assert (own.help, own.severity) == ("h", Severity.INFO)
