@@ -163,7 +163,8 @@ def _repeat(scan: LayerScan, layer: Layer, history: list[dict[str, Any]]) -> Lay
 
 
 def _return_freed_memory() -> None:
-    """Give the C heap's free pages back to the system (glibc's malloc_trim) before stacking.
+    """Give the C heap's free pages back to the system (glibc's malloc_trim) before stacking,
+    and fix glibc's mmap threshold at its default again.
 
     The walking processes' results arrive as pickles of tens of MB; once unpickled they are
     free, but glibc keeps them, and stacking then allocates its index on top: 174 MB peak
@@ -172,11 +173,21 @@ def _return_freed_memory() -> None:
     import ctypes
 
     try:
-        trim = getattr(ctypes.CDLL(None), "malloc_trim", None)  # the process's own C library
+        libc = ctypes.CDLL(None)  # the process's own C library
     except OSError:
         return
+    trim = getattr(libc, "malloc_trim", None)
     if trim is not None:
         trim(0)
+    mallopt = getattr(libc, "mallopt", None)
+    if mallopt is not None:
+        # glibc raised its mmap threshold to the size of the biggest pickle freed (up to 32 MB):
+        # the stacking index's tables would then come from the heap, and the ones a growing
+        # dict leaves behind stay in it (154 MB instead of 140 MB); back to the default, fixed
+        mallopt(_M_MMAP_THRESHOLD, 128 * 1024)
+
+
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter (malloc.h)
 
 
 PARALLEL_MIN_BYTES = 512 * 1024 * 1024  # layers (as stored) smaller than this in all: one process
