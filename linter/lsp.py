@@ -13,23 +13,20 @@ from .errors import UserError
 INSTALL_HINT = "gpulint lsp needs pygls and lsprotocol: pip install gpulint[lsp]"
 
 
-def lsp_command() -> click.Command:
-    @click.command(name="lsp", context_settings={"help_option_names": ["-h", "--help"]})
-    @click.option(
-        "--stdio",
-        is_flag=True,
-        help="Talk over stdin/stdout (the default and only transport; accepted because editors pass it).",
-    )
-    def command(stdio: bool) -> None:
-        """Run gpulint as a Language Server over stdio: diagnostics, quick fixes and rule docs on
-        hover for Dockerfiles and compose/Kubernetes files."""
-        try:
-            from .lsp_server import serve
-        except ImportError as exc:
-            if exc.name is None or exc.name.split(".")[0] not in ("pygls", "lsprotocol", "cattrs", "attrs"):
-                raise
-            raise UserError(INSTALL_HINT) from None
+@click.command(name="lsp", context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--stdio",
+    is_flag=True,
+    help="Talk over stdin/stdout (the default and only transport; accepted because editors pass it).",
+)
+def lsp_command(stdio: bool) -> None:
+    """Run gpulint as a Language Server over stdio: diagnostics, quick fixes and rule docs on
+    hover for Dockerfiles and compose/Kubernetes files."""
+    try:
+        from .lsp_server import serve
+    except ImportError as exc:
+        if exc.name is None or exc.name.split(".")[0] not in ("pygls", "lsprotocol", "cattrs", "attrs"):
+            raise
+        raise UserError(INSTALL_HINT) from None
 
-        serve()
-
-    return command
+    serve()

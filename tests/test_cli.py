@@ -682,3 +682,97 @@ def test_a_crashing_rule_is_one_error_line_and_the_other_findings_stay(
     assert err.count("\n") == 1 and "internal error in rule GL999" in err and "Traceback" not in err
     code, _, err = run_main(["--debug", "--select", "GL101", str(BAD_EXAMPLE)], capsys)
     assert code == 2 and "Traceback" in err and "KeyError: 'boom'" in err
+
+
+# -- the command group: lint by default, the other commands by name, each imported on use -----
+
+
+def test_help_lists_the_lint_options_and_every_command() -> None:
+    from gpulint.cli import COMMANDS
+
+    for flag in ("--help", "-h"):
+        proc = run_gpulint(flag)
+        assert proc.returncode == 0 and proc.stderr == ""
+        assert proc.stdout.startswith("Usage: gpulint [OPTIONS] [PATHS]...\n   or: gpulint COMMAND [ARGS]...")
+        assert "--fail-on" in proc.stdout and "--fix" in proc.stdout
+        commands = proc.stdout.split("\nCommands:\n", 1)[1].split("\n\n", 1)[0]
+        assert [line.split()[0] for line in commands.splitlines()] == sorted(COMMANDS)
+
+
+def test_every_command_name_loads_its_click_command() -> None:
+    import click
+    from gpulint.cli import COMMANDS, cli
+
+    with click.Context(cli) as ctx:
+        for name in COMMANDS:
+            command = cli.get_command(ctx, name)
+            assert isinstance(command, click.Command) and command.name == name, name
+
+
+def test_lint_help_through_the_default_and_by_name() -> None:
+    for args in (["--fix", "--help"], ["lint", "--help"]):
+        proc = run_gpulint(*args)
+        assert proc.returncode == 0 and "--fail-on" in proc.stdout and "\nCommands:" not in proc.stdout
+
+
+def test_a_file_named_like_a_command_is_linted(project: Path) -> None:
+    """pre-commit passes file names first: ``./image`` being a Dockerfile, ``gpulint image`` lints it;
+    ``gpulint lint image`` says so outright; a directory of that name leaves the command to run."""
+    (project / "image").write_text(DEVEL_ONLY)
+    for args in (["image"], ["./image"], ["lint", "image"], ["image", "image"]):
+        proc = run_gpulint(*args, cwd=project)
+        assert proc.returncode == 1 and proc.stdout.split(":1:1: ")[0] in ("image", "./image"), args
+        assert proc.stdout.count("GL101") == 1, args
+    (project / "image").unlink()
+    (project / "image").mkdir()
+    assert_one_error_line(run_gpulint("image", cwd=project), "Missing argument 'SOURCES...'")
+    proc = run_gpulint("rules", "--format", "json", cwd=project)
+    assert proc.returncode == 0 and json.loads(proc.stdout)[0]["code"] == "GL001"
+
+
+def test_options_before_files_stdin_and_bad_input_through_the_group(project: Path) -> None:
+    (project / "Dockerfile").write_text(DEVEL_UNPINNED)
+    proc = run_gpulint("--select", "GL101", "--fail-on", "error", "Dockerfile", cwd=project)
+    assert proc.returncode == 0 and "GL101" in proc.stdout and "GL201" not in proc.stdout
+    proc = run_gpulint("-", "--stdin-filename", "x/Dockerfile", cwd=project, stdin=DEVEL_ONLY.encode())
+    assert proc.returncode == 1 and proc.stdout.startswith("x/Dockerfile:1:1: GL101")
+    proc = run_gpulint("--", "-", cwd=project, stdin=DEVEL_ONLY.encode())
+    assert proc.returncode == 1 and proc.stdout.startswith("-:1:1: GL101")
+    assert_one_error_line(run_gpulint("--bogus", cwd=project), "--bogus")
+    assert_one_error_line(run_gpulint("explain", cwd=project), "RULE")
+    assert_one_error_line(run_gpulint("lint", "--bogus", cwd=project), "--bogus")
+
+
+def test_format_and_output_pair_by_order_after_a_command_name(project: Path) -> None:
+    (project / "Dockerfile").write_text(DEVEL_ONLY)
+    for first in ([], ["lint"]):
+        proc = run_gpulint(
+            *first, "--format", "json", "-o", "r.json", "--format", "plain", "Dockerfile", cwd=project
+        )
+        assert proc.returncode == 1 and proc.stdout.startswith("Dockerfile:1:1: GL101"), first
+        assert json.loads((project / "r.json").read_text())["findings"][0]["code"] == "GL101"
+
+
+def test_commands_import_only_their_own_modules() -> None:
+    probe = (
+        "import sys\n"
+        "from gpulint.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('gpulint'))))\n"
+    )
+
+    def modules(*args: str) -> set[str]:
+        proc = subprocess.run(
+            [sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120, check=False
+        )
+        return set(proc.stdout.split())
+
+    lint = modules("--no-config", str(GOOD_EXAMPLE))
+    assert "gpulint.cli.lint" in lint
+    others = ("gpulint.cli.info", "gpulint.lsp", "gpulint.doctor", "gpulint.optimize", "gpulint.image")
+    assert not [m for m in lint if m in others or m.startswith(tuple(o + "." for o in others))]
+    rules = modules("rules", "--format", "json")
+    assert "gpulint.cli.info" in rules and "gpulint.cli.lint" not in rules

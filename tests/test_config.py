@@ -233,7 +233,7 @@ def test_build_args_from_config_and_cli(project: Path, capsys: pytest.CaptureFix
 
 
 def test_min_driver_source() -> None:
-    from gpulint.cli import lint_command
+    from gpulint.cli.lint import lint_command
 
     assert "--min-driver" in {o for p in lint_command.params for o in getattr(p, "opts", [])}
     assert config_from_mapping({"min-driver": "535.104.05"}, "x").min_driver_source == "config"

@@ -34,8 +34,7 @@ if TYPE_CHECKING:
 
 @click.command(
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-    epilog="Other commands: gpulint image, gpulint optimize, gpulint doctor, gpulint lsp, gpulint rules, "
-    "gpulint explain CODE|SLUG. Exit codes: 0 clean, 1 findings, 2 error.",
+    epilog="Exit codes: 0 clean, 1 findings, 2 error.",
 )
 @click.argument("paths", nargs=-1, type=click.Path())
 @click.option(

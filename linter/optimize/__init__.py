@@ -28,14 +28,13 @@ The planning steps, in the order they run:
   picks the shipped base (:mod:`.shipped`) and writes the header;
 - :mod:`.emit` writes the builder and the shipped stage, instruction by instruction, with
   :mod:`.packages` filtering build tools out of the shipped stage's apt installs;
-- :mod:`.command` is the CLI: the split, else the in-place slimming (``gpulint.slimming``), else
+- :mod:`.command` is the CLI (imported only by ``gpulint optimize``): the split, else the in-place slimming (``gpulint.slimming``), else
   the plan.
 """
 
 from __future__ import annotations
 
-from .command import optimize_command
 from .model import VENV, Optimized, Refused
 from .plan import optimize
 
-__all__ = ["VENV", "Optimized", "Refused", "optimize", "optimize_command"]
+__all__ = ["VENV", "Optimized", "Refused", "optimize"]

@@ -4,86 +4,76 @@ blocks it and each size finding to fix by hand."""
 
 from __future__ import annotations
 
-from typing import Any
+import click
 
 from ..config import Config
+from ..options import build_arg_option, context_option
 from .model import Refused
 from .plan import optimize
 
 
-def _command() -> Any:
-    import click
+@click.command(
+    "optimize",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="Exit codes: 0 written, 1 refused (the reasons on stderr), 2 usage or input error.",
+)
+@click.argument("dockerfile", type=click.Path(dir_okay=False))
+@click.option(
+    "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here (default: stdout)."
+)
+@build_arg_option
+@context_option
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+def optimize_command(
+    dockerfile: str, output: str | None, build_args: tuple[str, ...], context_dir: str | None, debug: bool
+) -> int:
+    """Rewrite a single-stage GPU Dockerfile into a devel builder and a slim runtime stage."""
+    from pathlib import Path
 
-    @click.command(
-        "optimize",
-        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
-        epilog="Exit codes: 0 written, 1 refused (the reasons on stderr), 2 usage or input error.",
-    )
-    @click.argument("dockerfile", type=click.Path(dir_okay=False))
-    @click.option(
-        "-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write here (default: stdout)."
-    )
-    @click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE", help="Value for an ARG.")
-    @click.option(
-        "--context",
-        "context_dir",
-        type=click.Path(file_okay=False),
-        default=None,
-        help="Build context (default: the Dockerfile's directory).",
-    )
-    @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
-    def optimize_command(
-        dockerfile: str, output: str | None, build_args: tuple[str, ...], context_dir: str | None, debug: bool
-    ) -> int:
-        """Rewrite a single-stage GPU Dockerfile into a devel builder and a slim runtime stage."""
-        from pathlib import Path
+    from ..atomic import write_atomic
+    from ..config import find_config, load_config
+    from ..engine import InputError, lint, read_source
+    from ..secrets import redact_secrets
+    from ..selection import parse_pairs
 
-        from ..atomic import write_atomic
-        from ..config import find_config, load_config
-        from ..engine import InputError, lint, read_source
-        from ..secrets import redact_secrets
-        from ..selection import parse_pairs
-
-        text = read_source(dockerfile)
-        args = parse_pairs(build_args, "--build-arg")
-        context = context_dir or str(Path(dockerfile).parent)
-        found = find_config(Path(dockerfile).resolve().parent)
-        config = load_config(found) if found is not None else Config()
-        try:
-            result = optimize(text, dockerfile, args, context, config)
-        except Refused as refused:
-            return _slim_in_place(
-                text, dockerfile, output, {**config.build_args, **args}, context, config, refused
-            )
-        if output is None or output == "-":
-            click.echo(result.text, nl=False)
-        else:
-            write_atomic(Path(output), result.text)
-            click.echo(
-                f"gpulint: optimize: wrote {output}: builder on {result.builder_base}, shipped stage on "
-                f"{result.final_base}",
-                err=True,
-            )
-        check = config.merged(select=("GL101", "GL5"), extend_select=(), ignore=())
-        # named as the file it came from (or goes to): a limit the rewrite hits names it, not "-"
-        name = output if output not in (None, "-") else dockerfile
-        try:
-            left = lint(name, result.text, check, {**config.build_args, **args}, None, context).findings
-        except InputError as exc:
-            click.echo(
-                f"gpulint: optimize: note: the rewrite was not linted again: {redact_secrets(str(exc))}",
-                err=True,
-            )
-            return 0
-        for finding in left:
-            click.echo(
-                f"gpulint: optimize: note: the rewrite still has {finding.code} at line {finding.line}: "
-                f"{redact_secrets(finding.message)}",
-                err=True,
-            )
+    text = read_source(dockerfile)
+    args = parse_pairs(build_args, "--build-arg")
+    context = context_dir or str(Path(dockerfile).parent)
+    found = find_config(Path(dockerfile).resolve().parent)
+    config = load_config(found) if found is not None else Config()
+    try:
+        result = optimize(text, dockerfile, args, context, config)
+    except Refused as refused:
+        return _slim_in_place(
+            text, dockerfile, output, {**config.build_args, **args}, context, config, refused
+        )
+    if output is None or output == "-":
+        click.echo(result.text, nl=False)
+    else:
+        write_atomic(Path(output), result.text)
+        click.echo(
+            f"gpulint: optimize: wrote {output}: builder on {result.builder_base}, shipped stage on "
+            f"{result.final_base}",
+            err=True,
+        )
+    check = config.merged(select=("GL101", "GL5"), extend_select=(), ignore=())
+    # named as the file it came from (or goes to): a limit the rewrite hits names it, not "-"
+    name = output if output not in (None, "-") else dockerfile
+    try:
+        left = lint(name, result.text, check, {**config.build_args, **args}, None, context).findings
+    except InputError as exc:
+        click.echo(
+            f"gpulint: optimize: note: the rewrite was not linted again: {redact_secrets(str(exc))}",
+            err=True,
+        )
         return 0
-
-    return optimize_command
+    for finding in left:
+        click.echo(
+            f"gpulint: optimize: note: the rewrite still has {finding.code} at line {finding.line}: "
+            f"{redact_secrets(finding.message)}",
+            err=True,
+        )
+    return 0
 
 
 def _slim_in_place(
@@ -97,8 +87,6 @@ def _slim_in_place(
 ) -> int:
     """No safe builder/runtime split: the safe layers in place (exit 0), or the plan (exit 1)."""
     from pathlib import Path
-
-    import click
 
     from ..atomic import write_atomic
     from ..secrets import redact_secrets
@@ -137,8 +125,3 @@ def _slim_in_place(
     for finding in slimmed.before:
         say(f"  line {finding.line}: {finding.code} {finding.message}")
     return 1
-
-
-def optimize_command() -> Any:
-    """The click command (built on first use, so that importing this module stays cheap)."""
-    return _command()
