@@ -15,9 +15,9 @@ text (1-based line and column, end exclusive). This module turns them into a new
   with a message and never retried;
 - passes repeat until nothing is left to fix, so a second ``--fix`` changes nothing.
 
-Reading and writing the files is :mod:`gpulint.fixfiles`. ``GL104`` (digest pinning) is the
-one fix that needs the network: its finding carries an edit-less unsafe fix and
-:mod:`gpulint.digestfix` resolves the digest from the registry (never guessed).
+Reading and writing the files is :mod:`gpulint.fixfiles`. A fix that needs more than the file
+(a digest from a registry: :mod:`gpulint.digestfix`) is carried edit-less by its finding, and
+its rule's ``resolve_fix`` hook computes the edits when the fix is wanted (never guessed).
 """
 
 from __future__ import annotations
@@ -31,17 +31,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from .config import Config
-from .digestfix import DigestLookup, registry_digest, resolve_digest_fix
+from .digestfix import DigestLookup, registry_digest
 from .dockerfile import Dockerfile, DockerfileError, parse_dockerfile
 from .errors import exc_line
 from .finding import Edit, Finding, Fix, FixSafety
+from .rule import FixRequest, Rule, find_rule
 
 if TYPE_CHECKING:
     from .engine import LintResult
 
 MAX_PASSES = 100  # each pass applies at least one fix; the bound only guards against a rule that flip-flops
-# the fixes the engine computes itself (they need more than the Dockerfile: a registry)
-RESOLVED_FIXES = frozenset({"GL104"})
 
 
 class FixError(ValueError):
@@ -306,8 +305,19 @@ def _wanted(finding: Finding, unsafe: bool) -> bool:
     if fix.safety is FixSafety.SAFE:
         return bool(fix.edits)
     if fix.safety is FixSafety.UNSAFE and unsafe:
-        return bool(fix.edits) or finding.code in RESOLVED_FIXES
+        return bool(fix.edits) or _resolver(finding.code) is not None
     return False
+
+
+_RESOLVERS: dict[str, Rule | None] = {}
+
+
+def _resolver(code: str) -> Rule | None:
+    """The rule that completes its edit-less fixes (:meth:`Rule.resolve_fix`), by code; None: none."""
+    if code not in _RESOLVERS:
+        cls = find_rule(code)
+        _RESOLVERS[code] = cls() if cls is not None and cls.resolves_fixes() else None
+    return _RESOLVERS[code]
 
 
 def fix_text(
@@ -336,7 +346,7 @@ def fix_text(
         return outcome
     first = findings  # the original's findings, for the whole-file check at the end
     rejected: set[tuple[str, str, str, str]] = set()
-    resolved: dict[str, str | None] = {}
+    resolved: dict[str, dict[str, object]] = {}  # each resolving rule's memo, across the passes
     for _ in range(MAX_PASSES):
         candidates = _candidates(current, findings, settings, rejected, resolved, outcome)
         if not candidates:
@@ -390,7 +400,7 @@ def _candidates(
     findings: list[Finding],
     settings: _Settings,
     rejected: set[tuple[str, str, str, str]],
-    resolved: dict[str, str | None],
+    resolved: dict[str, dict[str, object]],
     outcome: FixOutcome | None,
 ) -> list[Candidate]:
     out: list[Candidate] = []
@@ -401,8 +411,8 @@ def _candidates(
             continue
         fix = finding.fix
         assert fix is not None
-        if not fix.edits and finding.code in RESOLVED_FIXES:
-            fix = _resolve_digest_fix(text, finding, settings, resolved, outcome)
+        if not fix.edits:
+            fix = _resolve_fix(text, finding, settings, resolved, outcome)
             if fix is None:
                 continue
         try:
@@ -475,20 +485,30 @@ def _still_better(original: list[Finding], fixed: str, applied: list[Finding], s
     return all(after[c] <= before[c] - fixed_codes[c] for c in set(after) | set(fixed_codes))
 
 
-def _resolve_digest_fix(
+def _resolve_fix(
     text: str,
     finding: Finding,
     settings: _Settings,
-    resolved: dict[str, str | None],
+    resolved: dict[str, dict[str, object]],
     outcome: FixOutcome | None,
 ) -> Fix | None:
-    """GL104's edit from the registry (:mod:`gpulint.digestfix`), its reasons for skipping as messages."""
+    """An edit-less fix's edits from its rule's ``resolve_fix``; its reasons for skipping as messages."""
+    rule = _resolver(finding.code)
+    if rule is None:
+        return None
 
     def note(message: str) -> None:
         if outcome is not None:
-            outcome.messages.append(f"{settings.path}:{finding.line}: GL104 fix skipped: {message}")
+            outcome.messages.append(f"{settings.path}:{finding.line}: {finding.code} fix skipped: {message}")
 
-    lookup = settings.digest_lookup or registry_digest
-    return resolve_digest_fix(
-        text, finding, settings.path, settings.build_args, settings.target, lookup, resolved, note
+    request = FixRequest(
+        text,
+        finding,
+        settings.path,
+        settings.build_args,
+        settings.target,
+        note,
+        settings.digest_lookup or registry_digest,
+        resolved.setdefault(finding.code, {}),
     )
+    return rule.resolve_fix(request)

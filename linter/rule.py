@@ -8,7 +8,8 @@ import os
 import pkgutil
 import re
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from .finding import Edit, Finding, Fix, FixSafety, Severity
@@ -74,6 +75,18 @@ class Rule:
     def image_saving(cls, analysis: Analysis) -> int:
         """Bytes (uncompressed) that fixing this rule would take out of the image; 0: none known."""
         return 0
+
+    def resolve_fix(self, request: FixRequest) -> Fix | None:
+        """The edits of a fix this rule cannot compute from the file alone (a digest only the
+        registry knows): the fix engine asks it for each of the rule's findings whose fix has no
+        edits when that fix is wanted (``--fix``, ``--unsafe-fixes`` for an unsafe one). None: no
+        fix this time (``request.note`` says why); most rules compute their edits in ``check``."""
+        return None
+
+    @classmethod
+    def resolves_fixes(cls) -> bool:
+        """Whether the rule completes edit-less fixes in :meth:`resolve_fix`."""
+        return cls.resolve_fix is not Rule.resolve_fix
 
     # -- helpers for rule authors ---------------------------------------
     def finding(
@@ -159,6 +172,24 @@ class Rule:
             *instead,
         ]
         return "\n".join(parts).rstrip() + "\n"
+
+
+@dataclass
+class FixRequest:
+    """What the fix engine gives :meth:`Rule.resolve_fix`: the text as fixed so far, the finding
+    the rule made on it, how the file is built, and what the engine allows beyond the file."""
+
+    text: str
+    finding: Finding
+    path: str
+    build_args: Mapping[str, str] | None
+    target: str | None
+    # why the fix is skipped, for the user ("PATH:LINE: CODE fix skipped: <this>")
+    note: Callable[[str], None]
+    # the digest a reference's tag points at now, from its registry (the network; tests give their own)
+    registry_digest: Callable[[str], str]
+    # the rule's own memory across the passes of one fix run (e.g. each reference's digest, asked once)
+    memo: dict[str, object]
 
 
 # Rule documentation pages, generated from each rule's own docs (python -m gpulint.ruledocs).

@@ -6,8 +6,8 @@ import pytest
 from gpulint import lint_text
 from gpulint.config import Config
 from gpulint.engine import is_enabled
-from gpulint.finding import Finding, Severity
-from gpulint.rule import find_rule
+from gpulint.finding import Edit, Finding, Severity
+from gpulint.rule import FixRequest, find_rule
 
 DIGEST = "sha256:0f6bfcbf267e65123bcc2287e2153dedfc0f24772fb5ce84afe16ac4b2fada95"
 
@@ -39,6 +39,32 @@ def test_gl104_not_with_digest_scratch_or_unresolved() -> None:
         "FROM ${BASE}\n"
     )
     assert run("GL104", text) == []
+
+
+def test_gl104_resolve_fix_asks_the_registry_once_a_reference() -> None:
+    """The rule's own fix hook: the edit after the FROM image, each reference looked up once a run."""
+    rule = find_rule("GL104")
+    assert rule is not None and rule.resolves_fixes()
+    text = "FROM nvidia/cuda:12.4.1-base-ubuntu22.04 AS a\nFROM nvidia/cuda:12.4.1-base-ubuntu22.04\n"
+    findings = run("GL104", text)
+    assert [f.line for f in findings] == [1, 2] and all(f.fix and not f.fix.edits for f in findings)
+    asked: list[str] = []
+    notes: list[str] = []
+    memo: dict[str, object] = {}
+
+    def lookup(reference: str) -> str:
+        asked.append(reference)
+        return DIGEST
+
+    fixes = [
+        rule().resolve_fix(FixRequest(text, f, "Dockerfile", None, None, notes.append, lookup, memo))
+        for f in findings
+    ]
+    assert asked == ["nvidia/cuda:12.4.1-base-ubuntu22.04"] and notes == []
+    assert [fix.edits if fix else None for fix in fixes] == [
+        (Edit(1, 41, 1, 41, f"@{DIGEST}"),),
+        (Edit(2, 41, 2, 41, f"@{DIGEST}"),),
+    ]
 
 
 # -- GL105 ------------------------------------------------------------------------------
