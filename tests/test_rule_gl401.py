@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 from gpulint.finding import Finding, Severity
-from gpulint.rules.runtime.driver_packages import is_driver_package
+from gpulint.rules.common.driver_packages import is_driver_package
 from helpers import dockerfile, only, run, where
 
 FROM = "FROM nvidia/cuda:12.4.1-base-ubuntu22.04"

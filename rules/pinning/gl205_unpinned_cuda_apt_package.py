@@ -57,7 +57,7 @@ class UnpinnedCudaAptPackage(Rule):
     checks_image_history = True  # `gpulint image` runs check() on the history commands too
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        from gpulint.rules.runtime.driver_packages import is_driver_package
+        from gpulint.rules.common.driver_packages import is_driver_package
 
         for stage in ctx.stages:
             info = ctx.base_info(stage)

@@ -15,7 +15,7 @@ from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.installers import Manager
 from gpulint.lazyre import lazy_re
 from gpulint.rule import Rule, register
-from gpulint.rules.runtime.driver_packages import is_driver_package
+from gpulint.rules.common.driver_packages import is_driver_package
 from gpulint.shell import Command, Word
 
 if TYPE_CHECKING:
