@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ def cu_to_version(tag: str) -> str:
     return f"{digits[:-1]}.{digits[-1]}"
 
 
+@functools.lru_cache(maxsize=256)
 def torch_series(version: str) -> str | None:
     match = re.match(r"^(\d+)\.(\d+)", version)
     return f"{match.group(1)}.{match.group(2)}" if match else None
@@ -70,15 +72,21 @@ def _env_indexes(install: Install, env: Mapping[str, str | None] | None) -> list
     """Index URLs set through the environment (``ENV PIP_INDEX_URL=...`` or ``PIP_INDEX_URL=... pip``)."""
     # the last of these that sets a name wins; looked up per name, not merged: ``env`` holds every
     # ARG/ENV of the stage, and copying it per install made a long Dockerfile quadratic
-    layers: list[Mapping[str, str | None]] = [
-        install.command.assignments,
-        install.command.exported,
-        env or {},
-    ]
+    assignments, exported = install.command.assignments, install.command.exported
+    scope: Mapping[str, str | None] = env or {}
     urls: list[str] = []
     for name in _INDEX_ENV:
-        value = next((layer[name] for layer in layers if name in layer), None)
-        urls.extend((value or "").split())
+        value: str | None
+        if name in assignments:
+            value = assignments[name]
+        elif name in exported:
+            value = exported[name]
+        elif name in scope:
+            value = scope[name]
+        else:
+            continue
+        if value:
+            urls.extend(value.split())
     return urls
 
 
@@ -113,9 +121,9 @@ def torch_variant(
             return Variant("cpu", None, "--torch-backend cpu", True)
         if value.startswith("cu"):
             return Variant("cuda", cu_to_version(value), f"--torch-backend {value}", True)
-    for url in (
-        install.index_urls + install.extra_index_urls + install.find_links + _env_indexes(install, env)
-    ):
+    # every index the install reads, on its command line or through the environment (looked up once)
+    indexes = install.index_urls + install.extra_index_urls + install.find_links + _env_indexes(install, env)
+    for url in indexes:
         match = _WHL_INDEX_RE.search(url.rstrip("/") + "/") or _WHL_INDEX_RE.search(url)
         if match is None and "download.pytorch.org/whl/" in url and "$" in url:
             # .../whl/cu${CUINDEX}: explicit, but which CUDA is up to a build arg
@@ -130,9 +138,7 @@ def torch_variant(
                     return fallback
                 return Variant("cuda", cu_to_version(tag), f"index {url}", True)
             return Variant("rocm", None, f"index {url}", True)
-    for url in (
-        install.index_urls + install.extra_index_urls + install.find_links + _env_indexes(install, env)
-    ):
+    for url in indexes:
         # another index whose path names the variant (Jetson AI Lab's `/jp6/cu126/+simple/`, a mirror's
         # `/pytorch-wheels/cu121/`): its torch is that build; a PyPI mirror (`/pypi/simple/`) names none
         tag = index_variant_tag(url)

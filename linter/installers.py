@@ -228,7 +228,7 @@ _PIP_NAME_RE = lazy_re(r"^pip(\d(\.\d+)?)?$")
 
 
 def _is_pip(name: str) -> bool:
-    return _PIP_NAME_RE.match(name) is not None
+    return name.startswith("pip") and _PIP_NAME_RE.match(name) is not None
 
 
 def _split_options(

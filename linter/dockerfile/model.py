@@ -131,7 +131,9 @@ class Instruction:
 
     def key_values(self) -> list[tuple[str, str]]:
         """ENV/LABEL/ARG pairs: ``K=V K2="V 2"`` or legacy ``K V`` (unquoted, not expanded)."""
-        return parse_key_values(self.args, legacy=self.keyword == "ENV")
+        if "key_values" not in self._memo:
+            self._memo["key_values"] = parse_key_values(self.args, legacy=self.keyword == "ENV")
+        return list(self._memo["key_values"])
 
     def expanded_key_values(self) -> list[tuple[str, Expanded]]:
         """ENV/LABEL pairs with their values as Docker sets them: expanded with the

@@ -99,7 +99,7 @@ _PYTHON_NAME_RE = lazy_re(r"python[\d.]*")
 
 def is_python(name: str) -> bool:
     """Is this program name a Python interpreter (``python``, ``python3``, ``python3.11``)?"""
-    return _PYTHON_NAME_RE.fullmatch(name) is not None
+    return name.startswith("python") and _PYTHON_NAME_RE.fullmatch(name) is not None
 
 
 # -- public entry points ---------------------------------------------------

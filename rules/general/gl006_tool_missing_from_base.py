@@ -32,7 +32,7 @@ def _tool(cmd: Command) -> str | None:
     if "/" in program and posixpath.dirname(program) not in ("/usr/bin", "/bin", "/usr/local/bin"):
         return None
     name = cmd.name
-    if _PIP_RE.match(name):
+    if name.startswith("pip") and _PIP_RE.match(name):
         return "pip"
     if _PYTHON_RE.match(name):
         values = cmd.arg_values

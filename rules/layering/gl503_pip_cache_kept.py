@@ -298,7 +298,7 @@ def _pip_config_set(cmd: Command) -> list[str] | None:
     values = cmd.arg_values
     if is_python(cmd.name) and values[:2] in (["-m", "pip"], ["-m", "pip3"]):
         values = values[2:]
-    elif not _PIP_RE.match(cmd.name):
+    elif not (cmd.name.startswith("pip") and _PIP_RE.match(cmd.name)):
         return None
     words = [v for v in values if not v.startswith("-")]
     if len(words) >= 4 and words[:2] == ["config", "set"]:
@@ -378,7 +378,12 @@ def _purged_later(commands: list[Command], cmd: Command, is_uv: bool, cache_dir:
             name = "pip"
         else:
             name = later.name
-        if not is_uv and re.match(r"^pip\d?(\.\d+)?$", name) and values[:2] == ["cache", "purge"]:
+        if (
+            not is_uv
+            and name.startswith("pip")
+            and re.match(r"^pip\d?(\.\d+)?$", name)
+            and values[:2] == ["cache", "purge"]
+        ):
             return True
         if is_uv and name == "uv" and (values[:1] == ["clean"] or values[:2] == ["cache", "clean"]):
             return True

@@ -127,7 +127,9 @@ def _writes(ctx: LintContext, stage: Stage, instr: Instruction) -> list[Created]
                 dest = flag_value(values, "-C", "--directory")
             if dest:
                 add(dest, contents=name != "tar" and name != "unzip")
-        elif re.match(r"^pip[\d.]*$", name) or (is_python(name) and values[:2] == ["-m", "pip"]):
+        elif (name.startswith("pip") and re.match(r"^pip[\d.]*$", name)) or (
+            is_python(name) and values[:2] == ["-m", "pip"]
+        ):
             args = values[2:] if values[:2] == ["-m", "pip"] else values
             if args[:1] in (["install"], ["wheel"], ["download"]) and not (
                 "--no-cache-dir" in args or _pip_cache_off(instr, cmd)

@@ -168,7 +168,9 @@ def _installs_from_cwd(cmd: Command) -> str | None:
     if is_python(name) and values[:1] == ["setup.py"] and "install" in values:
         return "setup.py install"
     pip_args = values[2:] if is_python(name) and values[:2] == ["-m", "pip"] else values
-    if (re.match(r"^pip[\d.]*$", name) or pip_args is not values) and pip_args[:1] == ["install"]:
+    if ((name.startswith("pip") and re.match(r"^pip[\d.]*$", name)) or pip_args is not values) and pip_args[
+        :1
+    ] == ["install"]:
         if any(v in ("-e", "--editable") or v.startswith("--editable=") for v in pip_args):
             return None
         if any(v in (".", "./") for v in pip_args[1:]):

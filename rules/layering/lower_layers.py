@@ -37,7 +37,7 @@ def _uninstalled(cmd: Command) -> tuple[Manager, list[str]] | None:
         values, name = values[2:], "pip"
     if name == "uv" and values[:1] == ["pip"]:
         values, name = values[1:], "pip"
-    if re.match(r"^pip[\d.]*$", name) and values[:1] == ["uninstall"]:
+    if name.startswith("pip") and re.match(r"^pip[\d.]*$", name) and values[:1] == ["uninstall"]:
         names = [v for v in values[1:] if not v.startswith("-") and "$" not in v]
         return "pip", names
     if (

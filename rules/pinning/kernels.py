@@ -292,7 +292,7 @@ def installs_only(cmd: Command) -> bool:
         values = values[2:] if values[:2] == ["-m", "pip"] else []
     elif cmd.name == "uv" and values[:1] == ["pip"]:
         values = values[1:]
-    elif not re.match(r"^pip[\d.]*$", cmd.name):
+    elif not (cmd.name.startswith("pip") and re.match(r"^pip[\d.]*$", cmd.name)):
         return False
     verbs = [v for v in values if not v.startswith("-")]
     return bool(verbs) and verbs[0] == "install"
@@ -326,7 +326,7 @@ def builds_in(cmd: Command, cwd: str, directory: str) -> bool:
         if values[:2] == ["-m", "pip"] or values[:2] == ["-m", "build"]:
             return _pip_builds(values[2:], cwd, directory, inside)
         return False
-    if re.match(r"^pip[\d.]*$", cmd.name):
+    if cmd.name.startswith("pip") and re.match(r"^pip[\d.]*$", cmd.name):
         return _pip_builds(values, cwd, directory, inside)
     if cmd.name == "uv" and values[:1] == ["pip"]:
         return _pip_builds(values[1:], cwd, directory, inside)

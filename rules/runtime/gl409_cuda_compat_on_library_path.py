@@ -105,6 +105,8 @@ _HOST_DRIVER_DIRS = frozenset(
 def _compat_entry(entry: str) -> str | None:
     """The compat directory ``entry`` names, if it holds libcuda: not NGC's ``compat/lib``,
     which stays empty unless the image's entrypoint links it for an old driver."""
+    if "/compat" not in entry:
+        return None  # the pattern's literal part: most words name no compat directory
     m = _COMPAT_DIR_RE.fullmatch(entry.rstrip("/"))
     if m is None or m.group(0).endswith("/compat/lib"):
         return None

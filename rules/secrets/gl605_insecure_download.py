@@ -82,7 +82,7 @@ def _pip_trusted_host(cmd: Command) -> Word | None:
     elif cmd.name == "uv":
         if not values or values[0] != "pip":
             return None
-    elif not _PIP_RE.match(cmd.name):
+    elif not (cmd.name.startswith("pip") and _PIP_RE.match(cmd.name)):
         return None
     for word in args:
         if word.value == "--trusted-host" or word.value.startswith("--trusted-host="):

@@ -193,7 +193,7 @@ def _arch_assignments(instr: Instruction, commands: list[Command]) -> list[Compi
                 return [CompileSignal(cmd.line, f"sets {key}", False)]
     texts = [instr.args, *(h.body for h in instr.heredocs)]
     for text in texts:
-        match = _ARCH_ASSIGN_RE.search(text)
+        match = _ARCH_ASSIGN_RE.search(text) if "ARCH" in text else None  # every name holds ARCH
         if match:
             return [CompileSignal(instr.line, f"sets {match.group(1)}", False)]
     return []
