@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import os
-import pkgutil
 import re
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
+from . import catalogue
 from .finding import Edit, Finding, Fix, FixSafety, Severity
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ class Rule:
     # True: the engine keeps only the first finding at each (file, line, column) - for rules that
     # see one package through several routes (command line, -r files, constraints).
     one_per_place: ClassVar[bool] = False
+    # False: the rule judges only other inputs (compose/Kubernetes files) and has nothing to say
+    # about a Dockerfile, so a Dockerfile lint does not import it.
+    checks_dockerfiles: ClassVar[bool] = True
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         raise NotImplementedError
@@ -281,8 +285,6 @@ def make_fix(description: str, safety: FixSafety, *edits: Edit) -> Fix:
 
 
 _REGISTRY: dict[str, type[Rule]] = {}
-_LOADED = False
-_DOCKERFILE_LOADED = False
 
 
 class RuleName(NamedTuple):
@@ -305,82 +307,131 @@ def register(cls: type[Rule]) -> type[Rule]:
     return cls
 
 
+# -- the catalogue: every rule known by name without importing its module ----------------------
+# gpulint.catalogue is generated from the rule classes (python -m gpulint.ruledocs; a test fails
+# while it differs): selectors, pragmas and the config check names against it, and a lint
+# imports only the modules of the rules it runs - a Dockerfile lint neither the rules that are
+# off nor the compose/Kubernetes-only ones, a compose file only the rules that judge compose
+# files. Rules registered without a catalogue line (a test's) are asked for everything.
+
+
+class _Entry(NamedTuple):
+    name: RuleName
+    module: str  # gpulint.rules.<family>.glNNN_<slug>
+    dockerfile: bool  # Rule.checks_dockerfiles
+    facts: bool  # overrides Rule.facts
+    manifest_kinds: tuple[str, ...]
+
+
+def _module(code: str, slug: str, family: str) -> str:
+    """A rule's module by the layout every rule follows (rules/<family>/glNNN_<slug>.py)."""
+    return f"gpulint.rules.{family}.gl{code[2:]}_{slug.replace('-', '_')}"
+
+
+_CATALOGUE: dict[str, _Entry] = {
+    code: _Entry(RuleName(code, slug, on), _module(code, slug, family), dockerfile, facts, kinds)
+    for code, slug, family, on, dockerfile, facts, kinds in catalogue.RULES
+}
+_SLUGS = {entry.name.slug: code for code, entry in _CATALOGUE.items()}
+
+
+def _load(code: str) -> type[Rule]:
+    """The rule class of a catalogued code, importing its module on first use."""
+    cls = _REGISTRY.get(code)
+    if cls is None:
+        importlib.import_module(_CATALOGUE[code].module)
+        cls = _REGISTRY[code]
+    return cls
+
+
+def _uncatalogued() -> list[type[Rule]]:
+    return [cls for code, cls in _REGISTRY.items() if code not in _CATALOGUE]
+
+
+def _loaded(codes: list[str], extra: list[type[Rule]]) -> list[type[Rule]]:
+    """The classes of ``codes`` (imported as needed) and ``extra``, sorted by code. The garbage
+    collector waits while the rule modules load: importing makes only objects that live as long
+    as the process, and the collections it would run during 50 imports find nothing to free."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        classes = [_load(code) for code in codes]
+    finally:
+        if enabled:
+            gc.enable()
+    return sorted(classes + extra, key=lambda cls: cls.code)
+
+
 # A rule module's name in its family package: glNNN_<slug>.py (the family's shared helpers live
 # beside it under other names and are imported by the rules that use them).
 _RULE_MODULE = re.compile(r"^gl\d{3}_")
 
 
-def _rule_modules() -> list[tuple[str, str]]:
-    """(family, module) of every rule module: the glNNN_ modules of the family packages in
-    gpulint.rules (rules/base/gl101_devel_final_stage.py: family "base")."""
+def discover_rules() -> list[type[Rule]]:
+    """Every rule module found in the gpulint.rules family packages, imported, and every
+    registered rule, sorted by code: what the catalogue is generated from (a lint reads the
+    catalogue, not the directories)."""
+    import pkgutil
+
     package = importlib.import_module("gpulint.rules")
-    out: list[tuple[str, str]] = []
     for info in pkgutil.iter_modules(package.__path__):
         if not info.ispkg or info.name.startswith("_") or info.name == "data":
             continue
-        # listed, not imported: a Dockerfile lint does not import the manifest-only families
         family_path = [os.path.join(path, info.name) for path in package.__path__]
-        out += [
-            (info.name, f"gpulint.rules.{info.name}.{sub.name}")
-            for sub in pkgutil.iter_modules(family_path)
-            if _RULE_MODULE.match(sub.name)
-        ]
-    return out
-
-
-def all_rules() -> list[type[Rule]]:
-    """Every registered rule, sorted by code (imports gpulint.rules once)."""
-    global _LOADED
-    if not _LOADED:
-        for _family, module in _rule_modules():
-            importlib.import_module(module)
-        _LOADED = True
+        for sub in pkgutil.iter_modules(family_path):
+            if _RULE_MODULE.match(sub.name):
+                importlib.import_module(f"gpulint.rules.{info.name}.{sub.name}")
     return [_REGISTRY[code] for code in sorted(_REGISTRY)]
 
 
-# The rule families (packages in gpulint.rules) whose rules judge only compose/Kubernetes files,
-# which a Dockerfile lint does not import, with what it still needs to know of their rules - to tell a
-# pragma or selector naming one from a typo, and whether it is on: (code, slug, enabled by
-# default). tests/test_import_budget.py checks these against the rule classes.
-MANIFEST_ONLY: dict[str, tuple[tuple[str, str, bool], ...]] = {
-    "orchestration": (
-        ("GL701", "gpu-service-without-reservation", True),
-        ("GL702", "legacy-nvidia-runtime", True),
-        ("GL703", "invalid-gpu-reservation", True),
-        ("GL704", "weights-not-on-volume", True),
-        ("GL705", "k8s-gpu-limit", True),
-    ),
-}
+def all_rules() -> list[type[Rule]]:
+    """Every rule, sorted by code (imports every rule module: SARIF, HTML, `gpulint rules`)."""
+    return _loaded(list(_CATALOGUE), _uncatalogued())
 
 
 def dockerfile_rules() -> list[type[Rule]]:
     """The rules that can judge a Dockerfile, sorted by code: all but the compose/Kubernetes-only
-    families, whose modules (and the manifest model) a Dockerfile lint does not import."""
-    global _DOCKERFILE_LOADED
-    if not _DOCKERFILE_LOADED:
-        for family, module in _rule_modules():
-            if family not in MANIFEST_ONLY:
-                importlib.import_module(module)
-        _DOCKERFILE_LOADED = True
-    skip = {code for names in MANIFEST_ONLY.values() for code, _slug, _on in names}
-    return [_REGISTRY[code] for code in sorted(_REGISTRY) if code not in skip]
+    ones, whose modules (and the manifest model) a Dockerfile lint does not import."""
+    codes = [code for code, entry in _CATALOGUE.items() if entry.dockerfile]
+    return _loaded(codes, [cls for cls in _uncatalogued() if cls.checks_dockerfiles])
+
+
+def fact_rules() -> list[type[Rule]]:
+    """The rules with something to say about every file (:meth:`Rule.facts`), sorted by code."""
+    codes = [code for code, entry in _CATALOGUE.items() if entry.facts]
+    return _loaded(codes, [cls for cls in _uncatalogued() if has_facts(cls)])
+
+
+def has_facts(cls: type[Rule]) -> bool:
+    """Whether a rule overrides :meth:`Rule.facts` (the others have none to tell)."""
+    return getattr(cls.facts, "__func__", None) is not getattr(Rule.facts, "__func__", None)
 
 
 def rule_names() -> list[RuleName]:
-    """Every rule's code, slug and default, sorted by code, importing only the Dockerfile rules."""
-    names = [RuleName(c.code, c.slug, c.enabled_by_default) for c in dockerfile_rules()]
-    names += [RuleName(*entry) for entries in MANIFEST_ONLY.values() for entry in entries]
+    """Every rule's code, slug and default, sorted by code, importing no rule module."""
+    names = [entry.name for entry in _CATALOGUE.values()]
+    names += [RuleName(cls.code, cls.slug, cls.enabled_by_default) for cls in _uncatalogued()]
     return sorted(names)
 
 
+def rule_name(code: str) -> RuleName | None:
+    """A rule's name and default by its code, importing nothing (None: no such rule)."""
+    entry = _CATALOGUE.get(code)
+    if entry is not None:
+        return entry.name
+    cls = _REGISTRY.get(code)
+    return RuleName(cls.code, cls.slug, cls.enabled_by_default) if cls is not None else None
+
+
 def find_rule(name: str) -> type[Rule] | None:
-    """A rule by code (case-insensitive) or slug (imports a compose/Kubernetes rule's module only
-    when the name is not a Dockerfile rule's)."""
+    """A rule by code (case-insensitive) or slug, importing that rule's module only."""
     key = name.strip()
-    for rules in (dockerfile_rules, all_rules):
-        for cls in rules():
-            if cls.code.lower() == key.lower() or cls.slug == key.lower():
-                return cls
+    code = key.upper() if key.upper() in _CATALOGUE else _SLUGS.get(key.lower())
+    if code is not None:
+        return _load(code)
+    for cls in _uncatalogued():
+        if cls.code.lower() == key.lower() or cls.slug == key.lower():
+            return cls
     return None
 
 
@@ -469,7 +520,24 @@ def severity_override(code: str, slug: str, overrides: Mapping[str, Severity]) -
     return best[1] if best else None
 
 
-def enabled_rules(config: Config, manifest: bool = True) -> list[type[Rule]]:
-    """The rules the config turns on; ``manifest=False``: only those that can judge a Dockerfile
-    (the compose/Kubernetes-only families stay unimported)."""
-    return [cls for cls in (all_rules() if manifest else dockerfile_rules()) if is_enabled(cls, config)]
+def enabled_rules(config: Config, manifest: bool = True, kind: str | None = None) -> list[type[Rule]]:
+    """The rules the config turns on, sorted by code, importing only their modules.
+
+    ``manifest=False``: only those that can judge a Dockerfile (the compose/Kubernetes-only rules
+    stay unimported); ``kind`` ("compose", "kubernetes"): only those that judge that kind of file.
+    """
+    codes = [
+        code
+        for code, entry in _CATALOGUE.items()
+        if (manifest or entry.dockerfile)
+        and (kind is None or kind in entry.manifest_kinds)
+        and is_enabled(entry.name, config)
+    ]
+    extra = [
+        cls
+        for cls in _uncatalogued()
+        if (manifest or cls.checks_dockerfiles)
+        and (kind is None or kind in cls.manifest_kinds)
+        and is_enabled(cls, config)
+    ]
+    return _loaded(codes, extra)

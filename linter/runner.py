@@ -22,10 +22,11 @@ from .finding import Finding, unique
 from .pragmas import Pragma, parse_pragmas
 from .rule import (
     Rule,
-    dockerfile_rules,
     enabled_rules,
+    fact_rules,
     find_rule,
     is_enabled,
+    rule_name,
     rule_names,
     selector_known,
     severity_override,
@@ -142,7 +143,7 @@ def lint_dockerfile(
     findings = apply_config(apply_pragmas(findings, pragmas, path, config), config)
     findings.sort(key=Finding.sort_key)
     facts: dict[str, str] = {}
-    for cls in dockerfile_rules():
+    for cls in fact_rules():
         found = guarded(cls.code, path, on_crash, cls.facts, ctx)  # a fact is never worth the findings
         facts.update(found or {})
     return LintResult(path=path, findings=findings, text=text, dockerfile=dockerfile, facts=facts)
@@ -218,8 +219,9 @@ def apply_pragmas(findings: list[Finding], pragmas: list[Pragma], path: str, con
                         suppressed = True
         if not suppressed:
             kept.append(f)
-    unused_cls = find_rule("GL003")
-    if unused_cls is not None and is_enabled(unused_cls, config):
+    unused = rule_name("GL003")  # asked before its module is imported: it is off by default
+    unused_cls = find_rule("GL003") if unused is not None and is_enabled(unused, config) else None
+    if unused_cls is not None:
         enabled = [rule for rule in rule_names() if is_enabled(rule, config)]
         for pragma in pragmas:
             for name in pragma.names:

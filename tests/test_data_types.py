@@ -7,7 +7,7 @@ import types
 import typing
 
 import pytest
-from gpulint import data
+from gpulint import data, datatypes
 
 
 def _mismatches(value: object, hint: object, where: str) -> list[str]:
@@ -49,18 +49,20 @@ def _mismatches(value: object, hint: object, where: str) -> list[str]:
 
 
 def test_every_table_has_a_typed_accessor() -> None:
-    assert set(data.TABLE_TYPES) == set(data._tables())
-    for name in data.TABLE_TYPES:
+    assert set(datatypes.TABLE_TYPES) == set(data._tables())
+    for name in datatypes.TABLE_TYPES:
         assert getattr(data, name)() is data.load(name)
 
 
-@pytest.mark.parametrize("name", sorted(data.TABLE_TYPES))
+@pytest.mark.parametrize("name", sorted(datatypes.TABLE_TYPES))
 def test_typed_table_fits_tables_json(name: str) -> None:
-    assert _mismatches(data.load(name), data.TABLE_TYPES[name], name) == []
+    assert _mismatches(data.load(name), datatypes.TABLE_TYPES[name], name) == []
 
 
 def test_a_misfit_is_reported() -> None:
     # the checker itself: a wrong key set and a wrong leaf type are both found
-    assert _mismatches({"exact": [], "library_globs": [], "pattern": []}, data.DriverPackages, "t")
-    assert _mismatches({"exact": [1], "library_globs": [], "patterns": []}, data.DriverPackages, "t")
-    assert not _mismatches({"exact": ["a"], "library_globs": [], "patterns": []}, data.DriverPackages, "t")
+    assert _mismatches({"exact": [], "library_globs": [], "pattern": []}, datatypes.DriverPackages, "t")
+    assert _mismatches({"exact": [1], "library_globs": [], "patterns": []}, datatypes.DriverPackages, "t")
+    assert not _mismatches(
+        {"exact": ["a"], "library_globs": [], "patterns": []}, datatypes.DriverPackages, "t"
+    )

@@ -154,6 +154,8 @@ def test_the_scaffold_in_a_copy_of_the_repository(code: str, slug: str, tmp_path
     page = (repo / "docs" / "rules" / f"{code}.md").read_text("utf-8")
     assert page.startswith(f"# {code} {slug}\n") and MARKER in page
     assert f"| [{code}](docs/rules/{code}.md) | {slug} | warning | yes |" in (repo / "README.md").read_text()
+    # and the catalogue a lint reads knows it without importing it
+    assert f'("{code}", "{slug}", "{family}", True,' in (repo / "linter" / "catalogue.py").read_text()
     # lint-clean and typed as the rules are
     ruff = [sys.executable, "-m", "ruff"]
     config = ["--config", str(repo / "pyproject.toml")]

@@ -33,6 +33,7 @@ class ManifestRule(Rule):
     """A rule that judges compose/Kubernetes files: it implements :meth:`check_manifest`."""
 
     manifest_kinds: ClassVar[frozenset[str]] = frozenset({"compose", "kubernetes"})
+    checks_dockerfiles: ClassVar[bool] = False
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
         return iter(())  # nothing to say about a Dockerfile
@@ -141,9 +142,7 @@ def lint_manifest(
             service.build = loader.build(service)
 
     findings: list[Finding] = []
-    for cls in enabled_rules(config):
-        if kind not in cls.manifest_kinds:
-            continue
+    for cls in enabled_rules(config, kind=kind):
         produced = guarded(cls.code, path, on_crash, _checked, cls, ctx)
         findings.extend(produced or ())
     findings = unique(findings)

@@ -43,10 +43,35 @@ def _ascii_only(data: bytes) -> bytes:
 def _parser() -> Any:
     try:
         import tree_sitter
-        import tree_sitter_bash
+
+        language = _bash_language()
     except ImportError:  # pragma: no cover - exercised by test_shell with a monkeypatch
         return None
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    return tree_sitter.Parser(tree_sitter.Language(language))
+
+
+def _bash_language() -> Any:
+    """tree-sitter-bash's grammar, from its compiled binding (tree_sitter_bash._binding).
+
+    The package's ``__init__`` imports importlib.resources - and with it tempfile, shutil, bz2,
+    lzma and random, ~5% of the instructions of a one-file lint - for the highlight queries
+    gpulint never reads; the binding is loaded on its own, as the package's import would.
+    """
+    import importlib.machinery as machinery
+
+    package = machinery.PathFinder.find_spec("tree_sitter_bash")
+    locations = package.submodule_search_locations if package is not None else None
+    if locations:
+        loader = (machinery.ExtensionFileLoader, machinery.EXTENSION_SUFFIXES)
+        for location in locations:
+            spec = machinery.FileFinder(location, loader).find_spec("tree_sitter_bash._binding")
+            if spec is not None and spec.loader is not None:
+                binding = spec.loader.create_module(spec)
+                spec.loader.exec_module(binding)  # type: ignore[arg-type]
+                return binding.language()  # type: ignore[union-attr]
+    import tree_sitter_bash  # not laid out as the released wheels are: the package's way
+
+    return tree_sitter_bash.language()
 
 
 def _walk(
