@@ -184,3 +184,69 @@ def test_a_content_filter_reads_what_the_same_function_reads(tmp_path: Path) -> 
         "usr/lib/python3/site-packages/torch/version.py",
         "p/" + "d" * 120 + "/torch/version.py",
     ]
+
+
+def _outer_with_layers(seeds: list[int]) -> tuple[bytes, dict[str, list[tuple[str, int, str, int]]]]:
+    """An outer tar (a docker save stream) holding inner layer tars and a small file between them."""
+    buf = io.BytesIO()
+    inner: dict[str, list[tuple[str, int, str, int]]] = {}
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for seed in seeds:
+            data = _archive(seed)
+            inner[f"{seed}/layer.tar"] = _expected(data)
+            for name, payload in ((f"{seed}/layer.tar", data), (f"{seed}/json", b'{"id": 1}')):
+                info = tarfile.TarInfo(name)
+                info.size = len(payload)
+                tar.addfile(info, io.BytesIO(payload))
+    return buf.getvalue(), inner
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_on_data_streams_inner_tars_in_every_way_of_reading(
+    seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member's data handed to ``on_data`` (the daemon's save stream: an inner tar walked, a
+    JSON file read or only peeked at) leaves the outer walk where the next member starts."""
+    monkeypatch.setattr(tarscan._Window, "FILE_READ", 700)
+    monkeypatch.setattr(tarscan._Window, "CHUNK", 1000)
+    monkeypatch.setattr(tarscan._Window, "SPARSE", 1024)
+    data, inner = _outer_with_layers([seed, seed + 20, seed + 40])
+    outer_expected = [(name, size, kind) for name, size, kind, _ in _expected(data)]
+
+    def walk(stream: Any) -> tuple[list[tuple[str, int, str]], dict[str, Any]]:
+        seen: dict[str, Any] = {}
+
+        def on_data(member: tarscan.Member, body: Any) -> None:
+            if member.name.endswith("layer.tar"):
+                seen[member.name] = _seen(body)
+            elif seed % 2:
+                seen[member.name] = body.read()
+            else:
+                seen[member.name] = body.peek(4)[:4]  # read a little, leave the rest to be skipped
+
+        outer = [(m.name, m.size, m.type) for m in iter_members(stream, on_data=on_data)]
+        return outer, seen
+
+    path = tmp_path / "save.tar"
+    path.write_bytes(data)
+    results = [walk(io.BytesIO(data)), walk(io.BufferedReader(_ForwardOnly(data), buffer_size=700))]  # type: ignore[arg-type]
+    with open(path, "rb") as handle:
+        results.append(walk(handle))
+    for outer, seen in results:
+        assert outer == outer_expected
+        for name, entries in inner.items():
+            assert seen[name] == [(n, s, k, o) for n, s, k, o in entries]
+        assert all(seen[f"{s}/json"] in (b'{"id": 1}', b'{"id') for s in (seed, seed + 20, seed + 40))
+
+
+def test_nothing_is_read_before_the_first_member_is_asked_for() -> None:
+    class _Refusing(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int:
+            raise OSError("read too early")
+
+    members = iter_members(_Refusing())  # type: ignore[arg-type]
+    with pytest.raises(OSError, match="too early"):
+        next(members)
