@@ -407,7 +407,7 @@ def _candidates(
     for finding in findings:
         if finding.path != settings.path or not _wanted(finding, settings.unsafe):
             continue
-        if _key(text, finding) in rejected:
+        if rejected and _key(text, finding) in rejected:
             continue
         fix = finding.fix
         assert fix is not None

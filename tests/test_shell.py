@@ -557,3 +557,13 @@ def test_engine_fixture_really_switches(engine: str) -> None:
     from gpulint.shell import treesitter
 
     assert (treesitter._parser() is None) is (engine == "fallback")
+
+
+def test_arg_values_follow_argv_and_are_a_new_list_each_time() -> None:
+    (cmd,) = commands("RUN sudo -u app pip install torch\n")
+    assert cmd.name == "pip" and cmd.arg_values == ["install", "torch"]
+    values = cmd.arg_values
+    values.append("changed")  # a caller's list: the command is not changed
+    assert cmd.arg_values == ["install", "torch"]
+    cmd._set_argv(cmd.argv[1:])
+    assert cmd.name == "install" and cmd.arg_values == ["torch"]

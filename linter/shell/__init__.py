@@ -7,8 +7,9 @@ gives the same commands, words, redirects and heredocs.
 
 ``model``: words, redirects, commands and their environment; ``script``: a RUN's
 commands (run_commands, parse_script); ``treesitter`` and ``fallback``: the two
-parsers; ``heredocs``: positions of exec-form words and heredoc bodies;
-``unfinished``: a RUN cut short.
+parsers; ``plain``: scripts of plain words and ``&&``/``||``/``;``/``|`` (most
+RUNs), read without a syntax tree, as tree-sitter reads them; ``heredocs``:
+positions of exec-form words and heredoc bodies; ``unfinished``: a RUN cut short.
 """
 
 from __future__ import annotations

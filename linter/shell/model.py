@@ -75,12 +75,16 @@ class Command:
     # property - rules ask it over a million times on 10,000 RUNs; _set_argv keeps it in step
     name: str = field(init=False, default="")
 
+    # the values of argv[1:], kept with ``name`` (rules ask arg_values ~40 times per command)
+    _values: tuple[str, ...] = field(init=False, default=(), repr=False, compare=False)
+
     def __post_init__(self) -> None:
-        self.name = _basename(self.argv[0].value) if self.argv else ""
+        self._set_argv(self.argv)
 
     def _set_argv(self, argv: list[Word]) -> None:
         self.argv = argv
         self.name = _basename(argv[0].value) if argv else ""
+        self._values = tuple([w.value for w in argv[1:]])
 
     @property
     def args(self) -> list[Word]:
@@ -88,7 +92,8 @@ class Command:
 
     @property
     def arg_values(self) -> list[str]:
-        return [w.value for w in self.argv[1:]]
+        """The values of the arguments: a new list each time (callers may change it)."""
+        return list(self._values)
 
 
 # rules ask every command's name many times: a cached basename keeps long scripts linear-ish
@@ -97,6 +102,7 @@ _basename = functools.lru_cache(maxsize=4096)(os.path.basename)
 _PYTHON_NAME_RE = lazy_re(r"python[\d.]*")
 
 
+@functools.lru_cache(maxsize=4096)  # asked of every command by many rules: a few names, over and over
 def is_python(name: str) -> bool:
     """Is this program name a Python interpreter (``python``, ``python3``, ``python3.11``)?"""
     return name.startswith("python") and _PYTHON_NAME_RE.fullmatch(name) is not None

@@ -22,6 +22,7 @@ from .heredocs import (
     _shebang,
 )
 from .model import SHELLS, Command, Word, _Scope
+from .plain import plain_commands
 from .treesitter import _NESTED, _ascii_only, _finish, _walk
 
 
@@ -57,9 +58,10 @@ def run_commands(instr: Instruction, shell_is_posix: bool = True) -> list[Comman
         texts = [_blank_heredoc_markers(t) for t in texts]
     script = "\n".join(texts)
 
-    def pos(row: int, col: int) -> tuple[int, int]:
-        row = min(row, len(rows) - 1)
-        return rows[row], col + 1
+    last = len(rows) - 1
+
+    def pos(row: int, col: int) -> tuple[int, int]:  # asked for every word: no min() or len()
+        return rows[row if row < last else last], col + 1
 
     commands = parse_script(script, pos, scope) if script.strip() else []
     if not instr.heredocs:
@@ -124,12 +126,16 @@ def _parse_script(
     parser = treesitter._parser()  # looked up on the module: tests stand the fallback in
     if parser is None:
         return _fallback(script, pos, scope)
+    # the script's own assignments (`V=1 && pip install torch==$V`) extend a copy of the scope
+    scoped = _Scope(scope)
+    plain = plain_commands(script, pos, scoped)  # most scripts: no syntax tree needed
+    if plain is not None:
+        return plain
     data = script.encode("utf-8")
     tree = parser.parse(_ascii_only(data))
     out: list[Command] = []
     try:
-        # the script's own assignments (`V=1 && pip install torch==$V`) extend a copy of the scope
-        _walk(tree.root_node, data, pos, _Scope(scope), out)
+        _walk(tree.root_node, data, pos, scoped, out)
     except RecursionError:
         # `$($($(...)))` thousands deep: keep the commands found so far (the model is best effort)
         return out

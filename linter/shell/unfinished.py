@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..dockerfile import Instruction
 from . import treesitter
+from .plain import is_plain
 from .treesitter import _ascii_only, _text
 
 # -- a RUN cut short ---------------------------------------------------------
@@ -74,8 +75,8 @@ def unfinished_run(instr: Instruction) -> Unfinished | None:
     if parser is None:
         return None
     script, starts = docker_script(instr)
-    if not script.strip():
-        return None
+    if not script.strip() or is_plain(script):
+        return None  # empty, or simple commands joined by && || ; | (parsed without an error)
     data = _ascii_only(script.encode("utf-8"))
     if not parser.parse(data).root_node.has_error:
         return None
