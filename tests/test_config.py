@@ -407,6 +407,20 @@ def test_unknown_rule_on_the_command_line_suggests_too(
 )
 def test_is_enabled(config: Config, code: str, enabled: bool) -> None:
     assert is_enabled(rule(code), config) is enabled
+    assert is_enabled(rule(code), config) is enabled  # asked again: the remembered answer
+
+
+def test_is_enabled_answers_by_the_rule_and_the_selection_it_is_asked_with() -> None:
+    """The answers are remembered by what decides them: a rule of the same code with another
+    default, or another selection, gets its own; a list (an API caller's) works as a tuple."""
+    from gpulint.rule import RuleName
+
+    on, off = RuleName("GL990", "made-up", True), RuleName("GL990", "made-up", False)
+    assert is_enabled(on, Config()) and not is_enabled(off, Config())
+    assert is_enabled(off, Config(extend_select=("GL990",)))
+    assert not is_enabled(on, Config(ignore=("made-up",)))
+    listed = Config(select=["GL990"], ignore=["GL99"])  # type: ignore[arg-type]
+    assert is_enabled(off, listed)
 
 
 def test_severity_by_code_slug_and_prefix() -> None:
