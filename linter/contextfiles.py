@@ -345,6 +345,14 @@ def resolve_in_context(ctx: LintFacts, relative: str) -> Path | None:
     return None if base is None else _inside(base, relative)
 
 
+def in_context(ctx: LintFacts, relative: str) -> bool:
+    """Is anything (a file, directory or link) at ``relative`` in the context? One lstat, where
+    :func:`resolve_in_context` walks the path through realpath: a long file's COPYs mostly name
+    what is not there, and nothing that is absent here resolves to something present."""
+    base = _context_realpath(ctx) if ctx.context_dir is not None else None
+    return base is not None and os.path.lexists(os.path.join(base, relative.lstrip("/")))
+
+
 def _context_realpath(ctx: LintFacts) -> str | None:
     """The context directory's real path, found once per lint."""
     known = ctx.memo(_context_realpath)
@@ -438,8 +446,9 @@ def copied_files(ctx: LintFacts, instr: Instruction) -> list[CopiedFile]:
 def _match_sources(root: Path, pattern: str, budget: list[int]) -> list[str]:
     if pattern in (".", ""):
         return ["."]
-    if not any(c in pattern for c in "*?["):
-        return [pattern] if os.path.lexists(root / pattern) else []
+    if "*" not in pattern and "?" not in pattern and "[" not in pattern:
+        # normalised (no trailing slash, no `.`): a string join finds what pathlib's would
+        return [pattern] if os.path.lexists(os.path.join(root, pattern)) else []
     # glob one segment at a time, without following symlinked directories
     parts = pattern.split("/")
     current = [""]

@@ -149,7 +149,7 @@ def parse_install(cmd: Command) -> Install | None:
         return _conda(cmd)
     if _is_pip(name):
         return _pip(cmd, args)
-    if re.match(r"^python(\d(\.\d+)?)?$", name):
+    if name.startswith("python") and re.match(r"^python(\d(\.\d+)?)?$", name):
         for i, word in enumerate(args[:-1]):
             if word.value == "-m" and args[i + 1].value in ("pip", "pip3"):
                 return _pip(cmd, args[i + 2 :])
@@ -184,7 +184,7 @@ def parse_pip_wheel(cmd: Command) -> Install | None:
     args = cmd.args
     if _is_pip(name):
         words = list(args)
-    elif _PYTHON_RE.match(name):
+    elif name.startswith("python") and _PYTHON_RE.match(name):
         words = []
         for i, word in enumerate(args[:-1]):
             if word.value == "-m" and args[i + 1].value in ("pip", "pip3"):

@@ -118,13 +118,27 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def is_secret_name(name: str) -> bool:
     """Whether a variable named ``name`` holds a credential (cached: asked for every assignment
     of every line, and the patterns are fnmatch globs)."""
-    table = data.secrets()["names"]
+    not_secret, suffixes, exact, patterns = _secret_names()
     upper = name.upper()
-    if upper in table["not_secret"] or any(upper.endswith(s) for s in table["not_secret_suffixes"]):
+    if upper in not_secret or upper.endswith(suffixes):
         return False
-    if upper in table["exact"]:
+    if upper in exact:
         return True
-    return any(fnmatch.fnmatchcase(upper, p) for p in table["patterns"])
+    return patterns.match(upper) is not None
+
+
+@functools.cache
+def _secret_names() -> tuple[frozenset[str], tuple[str, ...], frozenset[str], re.Pattern[str]]:
+    """The names table as sets, a suffix tuple and one alternation of its globs (each name a
+    long file assigns is judged once, with one match instead of a fnmatch per glob)."""
+    table = data.secrets()["names"]
+    globs = "|".join(f"(?:{fnmatch.translate(p)})" for p in table["patterns"])
+    return (
+        frozenset(table["not_secret"]),
+        tuple(table["not_secret_suffixes"]),
+        frozenset(table["exact"]),
+        re.compile(globs),
+    )
 
 
 @dataclass(frozen=True)
@@ -235,7 +249,7 @@ def redact_secrets(text: str) -> str:
             if end.start() > 0 and line[: end.start()].strip():
                 line = REDACTED + line[end.start() :]
         line = _redact_line(line)
-        begin = _PRIVATE_KEY_BEGIN.search(line)
+        begin = _PRIVATE_KEY_BEGIN.search(line) if "PRIVATE KEY" in line else None
         if begin is not None and _PRIVATE_KEY_END.search(line, begin.end()) is None:
             in_key = True
         out.append(line)

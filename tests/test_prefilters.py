@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import re
 
+from gpulint import data
 from gpulint.facts.cuda.common import ARCH_VARIABLES
 from gpulint.installers import _is_pip
 from gpulint.rules.base.gl111_jetson_on_dgpu_image import _CONDITIONAL_RE, _conditional
+from gpulint.rules.common.driver_packages import is_driver_package
 from gpulint.rules.runtime.gl409_cuda_compat_on_library_path import _COMPAT_DIR_RE, _compat_entry
 from gpulint.rules.runtime.gl410_host_cpu_tuned_build import _NATIVE, native_match
+from gpulint.secrets import is_secret_name
 from gpulint.shell import is_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -73,3 +76,57 @@ def test_the_native_screen_keeps_non_ascii_case_folding() -> None:
     for line in ("RUN gcc -march=NATIVE x.c", "ENV GGML_NATIVE=on", "RUN make CPU_INSTRUCT=native \u00e9"):
         assert native_match(line) is not None
     assert native_match("RUN gcc -march=x86-64-v3 x.c") is None
+
+
+def _top_level_literal_prefix(pattern: str) -> str:
+    body = pattern.removeprefix("^")
+    depth = 0
+    for char in body:  # the screen below is only sound without a top-level alternative
+        depth += char == "("
+        depth -= char == ")"
+        assert not (char == "|" and depth == 0), pattern
+    return re.split(r"[\\()\[.*+?|{$]", body, maxsplit=1)[0]
+
+
+def test_every_driver_pattern_names_what_the_screen_looks_for() -> None:
+    """is_driver_package skips names without "nvidia" that do not start with "cuda-"."""
+    for pattern in data.packages()["driver_packages"]["patterns"]:
+        prefix = _top_level_literal_prefix(pattern)
+        assert "nvidia" in prefix or prefix.startswith("cuda-"), pattern
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["nvidia", "cuda", "-", "driver", "utils", "open", "server", "550", "12", "lib", "kmod"]
+        ),
+        max_size=6,
+    ).map("".join)
+)
+def test_the_driver_screen_agrees_with_each_pattern(name: str) -> None:
+    patterns = [re.compile(p) for p in data.packages()["driver_packages"]["patterns"]]
+    exact = name in data.packages()["driver_packages"]["exact"]
+    assert is_driver_package(name) == (exact or any(p.match(name) for p in patterns))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["HF", "_", "TOKEN", "token", "API", "KEY", "PASS", "WORD", "SECRET", "FILE", "\n", "X", "ID"]
+        ),
+        max_size=6,
+    ).map("".join)
+)
+def test_secret_names_are_the_tables_globs(name: str) -> None:
+    """is_secret_name's one alternation answers what a fnmatch per glob of the table answers."""
+    import fnmatch
+
+    table = data.secrets()["names"]
+    upper = name.upper()
+    if upper in table["not_secret"] or any(upper.endswith(s) for s in table["not_secret_suffixes"]):
+        expected = False
+    else:
+        expected = upper in table["exact"] or any(fnmatch.fnmatchcase(upper, p) for p in table["patterns"])
+    assert is_secret_name(name) == expected

@@ -167,7 +167,10 @@ class Stage:
     def workdir_before(self, instr: Instruction) -> str:
         """The working directory ``instr`` runs in (that at the end of the chain for an
         instruction not in it). Indexed once per stage: linear, not per instruction."""
-        key = tuple(len(stage.instructions) for stage in self.chain())
+        if self.parent is None:  # most stages: the chain is the stage itself (asked per instruction)
+            key: tuple[int, ...] = (len(self.instructions),)
+        else:
+            key = tuple(len(stage.instructions) for stage in self.chain())
         if self._workdirs is None or self._workdirs[0] != key:
             import posixpath
 

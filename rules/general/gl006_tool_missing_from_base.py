@@ -34,7 +34,7 @@ def _tool(cmd: Command) -> str | None:
     name = cmd.name
     if name.startswith("pip") and _PIP_RE.match(name):
         return "pip"
-    if _PYTHON_RE.match(name):
+    if name.startswith("python") and _PYTHON_RE.match(name):
         values = cmd.arg_values
         if len(values) >= 2 and values[0] == "-m" and _PIP_RE.match(values[1]):
             return "pip"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from gpulint.buildcontext import workdir_at
 from gpulint.context import LintContext
-from gpulint.contextfiles import copied_files, copy_sources, resolve_in_context, resolve_inside
+from gpulint.contextfiles import copied_files, copy_sources, in_context, resolve_in_context, resolve_inside
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.installers import UV_NO_CACHE_FLAGS
@@ -231,7 +231,7 @@ def _names_a_file(ctx: LintContext, source: str) -> bool:
     with an extension (README.md, uv.lock, setup.py), not a glob, `.` or `dir/`."""
     if any(c in source for c in "*?[$") or source.endswith("/") or source.startswith(("http://", "https://")):
         return False
-    if ctx.context_dir is not None:
+    if ctx.context_dir is not None and in_context(ctx, source):
         found = resolve_in_context(ctx, source)
         if found is not None and found.exists():
             return found.is_file()

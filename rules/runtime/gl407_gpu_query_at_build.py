@@ -33,7 +33,7 @@ def _python_code(cmd: Command) -> list[str]:
                 break
         else:
             return []
-    if not _PYTHON_RE.match(name):
+    if "py" not in name or not _PYTHON_RE.match(name):
         return []
     code: list[str] = []
     for i, value in enumerate(argv):

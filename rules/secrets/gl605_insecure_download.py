@@ -76,7 +76,7 @@ def _apt_insecure(cmd: Command) -> tuple[Word, str] | None:
 def _pip_trusted_host(cmd: Command) -> Word | None:
     values = cmd.arg_values
     args = cmd.args
-    if _PYTHON_RE.match(cmd.name):
+    if cmd.name.startswith("python") and _PYTHON_RE.match(cmd.name):
         if len(values) < 2 or values[0] != "-m" or not _PIP_RE.match(values[1]):
             return None
     elif cmd.name == "uv":

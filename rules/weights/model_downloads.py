@@ -296,8 +296,10 @@ def downloads(
         yield from _hf_cli(cmd, env)
         return
     for words, cache in _MODEL_CLIS.items():
+        if name != words[0]:
+            continue
         plain = [v for v in values if not v.startswith("-")]  # `comfy --skip-prompt model download`
-        if name == words[0] and plain[: len(words) - 1] == list(words[1:]):
+        if plain[: len(words) - 1] == list(words[1:]):
             rest = plain[len(words) - 1 :]
             model = rest[0] if rest else _option(values, "--model", "--url")
             if name == "ollama":
