@@ -7,7 +7,9 @@ it): then the test fails, so that CI never passes by skipping.
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable
@@ -95,6 +97,34 @@ SLOW_TESTS = frozenset(
         "test_registry_trust.py::test_the_gl104_fix_path_has_the_deadline_too",
     }
 )
+
+
+def _deselects_slow(markexpr: str) -> bool:
+    """Whether ``-m markexpr`` deselects every test marked ``slow``, whatever its other markers:
+    false for any assignment of the expression's other names with ``slow`` true."""
+    if not markexpr.strip():
+        return False
+    from _pytest.mark.expression import Expression  # what -m itself evaluates with
+
+    try:
+        expression = Expression.compile(markexpr)
+    except SyntaxError:
+        return False  # pytest reports it
+    names = sorted(set(re.findall(r"[\w.-]+", markexpr)) - {"and", "or", "not", "slow"})
+    for values in itertools.product((False, True), repeat=len(names)):
+        chosen = frozenset({"slow", *(name for name, on in zip(names, values, strict=True) if on)})
+        if expression.evaluate(chosen.__contains__):
+            return False
+    return True
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A run that deselects the slow tests (`make unit`) does not even import the slow suites:
+    importing and collecting them (hypothesis strategies, generated parameters) was ~0.4 s of
+    CPU in each xdist worker, for tests that were then dropped."""
+    if collection_path.name in SLOW_MODULES and _deselects_slow(config.getoption("markexpr", "") or ""):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -14,6 +14,7 @@ from typing import IO, Any
 
 import pytest
 from gpulint.requirecuda import driver_needed
+from helpers import run_main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "fixtures" / "examples" / "llm-server.Dockerfile"
@@ -244,11 +245,17 @@ def test_diagnostics_change_fix_all_and_shutdown(workspace: Path) -> None:
     assert fixed == cli_copy.read_text()
 
 
-def test_without_pygls_one_line_and_exit_2() -> None:
-    code = "import sys; sys.modules['pygls'] = None; from gpulint.cli import main; main(['lsp'])"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
+def test_without_pygls_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # as if pygls were not installed (run in this process: pygls and the server module, where
+    # another test imported them, are hidden and imported afresh, then put back)
+    for name in [m for m in sys.modules if m.split(".")[0] == "pygls"] + ["pygls"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "gpulint.lsp_server", raising=False)
+    code, _out, err = run_main(["lsp"], capsys)
+    assert code == 2
+    assert err.strip().splitlines() == [
         "gpulint: error: gpulint lsp needs pygls and lsprotocol: pip install gpulint[lsp]"
     ]
 
