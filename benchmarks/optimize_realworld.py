@@ -37,7 +37,7 @@ def buildkit_parses(text: str) -> str | None:
 
 def measure(path: Path) -> dict[str, object] | None:
     from gpulint.config import Config
-    from gpulint.engine import InputError, lint, read_source
+    from gpulint.engine import InputError, LintOptions, lint, read_source
     from gpulint.optimize import Refused, optimize
     from gpulint.optimize.multistage import in_place
     from gpulint.slimming import SIZE_RULES, is_size_finding
@@ -46,17 +46,18 @@ def measure(path: Path) -> dict[str, object] | None:
         text = read_source(str(path))
     except InputError:
         return None
-    config = Config().merged(select=SIZE_RULES)
     context = str(path.parent)
+    sizes = LintOptions(Config().merged(select=SIZE_RULES), context_dir=context)
+    every = LintOptions(context_dir=context)
 
     def size_findings(source: str) -> list[object]:
-        return [f for f in lint(str(path), source, config, {}, None, context).findings if is_size_finding(f)]
+        return [f for f in lint(str(path), source, sizes).findings if is_size_finding(f)]
 
     def errors(source: str) -> set[str]:
         """The rules with an error: a defect the original already had, carried onto a new tag, is not new."""
         return {
             f.code
-            for f in lint(str(path), source, Config(), {}, None, context).findings
+            for f in lint(str(path), source, every).findings
             if str(f.severity) == "error" and f.code != "GL001"
         }
 

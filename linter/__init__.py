@@ -10,6 +10,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .config import Config
+    from .engine import LintOptions
     from .finding import Finding
 
 __all__ = ["__version__", "lint_file", "lint_text"]
@@ -35,15 +36,26 @@ def lint_file(path: str | os.PathLike[str], config: Any = None, **options: Any) 
 
     ``config``: a :class:`gpulint.config.Config`, a path to a ``.gpulint.yaml``/``pyproject.toml``,
     or a mapping of config keys (``{"ignore": ["GL5"]}``); None: every rule on by default.
-    ``options``: ``build_args``, ``target``, ``context_dir``.
+    ``options``: ``build_args``, ``target``, ``context_dir`` (the fields of
+    :class:`gpulint.engine.LintOptions`).
     """
-    from .engine import lint_path
+    from .engine import lint, read_source
 
-    return lint_path(os.fspath(path), config=_config(config), **options)
+    name = os.fspath(path)
+    return lint(name, read_source(name), _options(config, options)).findings
 
 
 def lint_text(text: str, path: str = "Dockerfile", config: Any = None, **options: Any) -> list[Finding]:
     """Lint Dockerfile text (``path`` is the name findings carry); see :func:`lint_file`."""
-    from .engine import lint_source
+    from .engine import lint
 
-    return lint_source(text, path=path, config=_config(config), **options)
+    return lint(path, text, _options(config, options)).findings
+
+
+def _options(config: Any, options: dict[str, Any]) -> LintOptions:
+    """The keyword options of :func:`lint_file` as one LintOptions value (None: the default)."""
+    from .config import Config
+    from .engine import LintOptions
+
+    given = {name: value for name, value in options.items() if value is not None}
+    return LintOptions(config=_config(config) or Config(), **given)

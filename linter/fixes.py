@@ -246,20 +246,15 @@ _LINTED_KEPT = 4  # bounds the memory: each kept text is at most the input limit
 
 
 def _lint(text: str, settings: _Settings) -> list[Finding]:
-    from .engine import lint
+    from .engine import LintOptions, lint
 
     known = settings.linted.get(text)
     if known is not None:
         return known.findings
-    result = lint(
-        settings.path,
-        text,
-        settings.config,
-        settings.build_args,
-        settings.target,
-        settings.context_dir,
-        parsed=settings.parsed.pop(text, None),
+    options = LintOptions(
+        settings.config or Config(), settings.build_args or {}, settings.target, settings.context_dir
     )
+    result = lint(settings.path, text, options, parsed=settings.parsed.pop(text, None))
     if len(settings.linted) >= _LINTED_KEPT:
         settings.linted.pop(next(iter(settings.linted)))
     settings.linted[text] = result

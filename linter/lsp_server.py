@@ -27,7 +27,7 @@ from pygls.uris import to_fs_path, uri_scheme
 from . import __version__
 from .config import CONFIG_NAMES, Config, ConfigError, find_config, load_config
 from .discovery import MAX_MANIFEST_BYTES, is_compose_name, is_dockerfile_name, is_manifest_path, linted_root
-from .engine import MAX_FILE_BYTES, InputError, LintResult, lint
+from .engine import MAX_FILE_BYTES, InputError, LintOptions, LintResult, lint
 from .finding import Edit, Finding, FixSafety, Severity
 from .fixes import FixError, apply_edits, edit_spans, fix_text
 from .lsp_hover import describe_base, rule_at, stage_at
@@ -128,7 +128,7 @@ class Linted:
     uri: str
     path: str
     text: str
-    config: Config | None = None
+    options: LintOptions | None = None  # the config gpulint would use; the file's folder as context
     result: LintResult | None = None
     findings: list[Finding] = field(default_factory=list)  # this file's, redacted
     error: str | None = None  # why it could not be linted (one line, redacted)
@@ -153,7 +153,7 @@ def config_for(path: str, root: Path) -> Config:
 def lint_document(uri: str, path: str, text: str, root: Path) -> Linted:
     linted = Linted(uri, path, text)
     try:
-        linted.config = config_for(path, root)
+        linted.options = LintOptions(config_for(path, root), context_dir=str(Path(path).parent))
     except ConfigError as exc:
         linted.error = _one_line(str(exc))
         return linted
@@ -172,7 +172,7 @@ def lint_document(uri: str, path: str, text: str, root: Path) -> Linted:
         linted.crashes.append(_one_line(f"{crash} (a bug: please report it)"))
 
     try:
-        result = lint(path, text, linted.config, None, None, str(Path(path).parent), on_crash)
+        result = lint(path, text, linted.options, on_crash)
     except InputError as exc:
         name = os.path.basename(path)
         # every YAML file is offered to gpulint: one that is no Kubernetes manifest (a CI workflow,
@@ -394,7 +394,7 @@ class GpulintServer(LanguageServer):
         edit, title = placed
         new = apply_edits(linted.text, (edit,))
         try:
-            after = lint(linted.path, new, linted.config, None, None, str(Path(linted.path).parent))
+            after = lint(linted.path, new, linted.options)
         except Exception:  # the pragma broke the file, or a rule crashed on it: not offered
             return None
         before = Counter(f.code for f in linted.findings)
@@ -417,7 +417,8 @@ class GpulintServer(LanguageServer):
             f.fix is not None and f.fix.safety is FixSafety.SAFE and f.fix.edits for f in linted.findings
         ):
             return None
-        outcome = fix_text(linted.text, linted.path, linted.config, None, None, str(Path(linted.path).parent))
+        options = linted.options or LintOptions()
+        outcome = fix_text(linted.text, linted.path, options.config, None, None, options.context_dir)
         if not outcome.changed:
             return None
         return types.CodeAction(

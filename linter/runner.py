@@ -39,9 +39,10 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class LintOptions:
-    """How a file is linted besides its text: one value a caller builds once and passes on (the
-    CLI to its workers and its fixer) instead of the config, build arguments, target, build
-    context and GPU count one by one."""
+    """How a file is linted besides its text: the one value every caller builds and passes on
+    (the CLI to its workers and its fixer, the language server, optimize, image history checks,
+    a compose file to the Dockerfiles its services build) instead of the config, build
+    arguments, target, build context and GPU count one by one."""
 
     config: Config = field(default_factory=Config)
     build_args: Mapping[str, str] = field(default_factory=dict)  # --build-arg, over the config's
@@ -100,12 +101,8 @@ def read_source(path: str) -> str:
 def lint_dockerfile(
     path: str,
     text: str,
-    config: Config | None = None,
-    build_args: Mapping[str, str] | None = None,
-    target: str | None = None,
-    context_dir: str | None = None,
+    options: LintOptions,
     on_crash: Callable[[RuleCrash], None] | None = None,
-    gpus_available: int | None = None,
     *,
     parsed: Dockerfile | None = None,
 ) -> LintResult:
@@ -117,9 +114,10 @@ def lint_dockerfile(
     build arguments (the fix engine parses each text before it lints it: a long file's parse is
     not cheap).
     """
-    config = config or Config()
+    config = options.config
     args = dict(config.build_args)
-    args.update(build_args or {})
+    args.update(options.build_args)
+    target, context_dir = options.target, options.context_dir
     try:
         if parsed is not None:
             dockerfile = parsed

@@ -102,16 +102,13 @@ def slim(
     moves (``moved``, one line each, lines as in ``original``); the findings before are the
     original's, and ``not_moved`` lists the moves that were not safe.
     """
-    from .engine import lint
+    from .engine import LintOptions, lint
     from .fixes import fix_text
 
     size_config = _size_config(config)
+    sizes = LintOptions(size_config, build_args, context_dir=context_dir)
     source = text if original is None else original
-    before = [
-        f
-        for f in lint(path, source, size_config, build_args, None, context_dir).findings
-        if is_size_finding(f)
-    ]
+    before = [f for f in lint(path, source, sizes).findings if is_size_finding(f)]
     hygiene = fix_text(text, path, size_config, build_args, None, context_dir)
     applied = list(hygiene.applied)
     current = hygiene.fixed
@@ -127,11 +124,7 @@ def slim(
         )
         applied += base_switch.applied
         current = base_switch.fixed
-    left = [
-        f
-        for f in lint(path, current, size_config, build_args, None, context_dir).findings
-        if is_size_finding(f)
-    ]
+    left = [f for f in lint(path, current, sizes).findings if is_size_finding(f)]
     applied.sort(key=lambda f: (f.line, f.code))
     changes = [*moved, *(_change(f) for f in applied)]
     if current == source:

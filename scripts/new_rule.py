@@ -212,6 +212,7 @@ _MANIFEST_TEST = '''"""{code} {slug}: {marker} the cases the fixtures in {fixtur
 from __future__ import annotations
 
 from gpulint.config import Config
+from gpulint.engine import LintOptions
 from gpulint.finding import Finding
 from gpulint.manifests import lint_manifest
 
@@ -219,7 +220,7 @@ SERVICE = "services:\\n  app:\\n    image: nvcr.io/nvidia/pytorch:24.08-py3\\n"
 
 
 def {lower}(text: str) -> list[Finding]:
-    result = lint_manifest("compose.yaml", text, Config(select=("{code}",)), environ={{}})
+    result = lint_manifest("compose.yaml", text, LintOptions(Config(select=("{code}",))), environ={{}})
     return [f for f in result.findings if f.code == "{code}"]
 
 

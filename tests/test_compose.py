@@ -21,7 +21,7 @@ from gpulint import lint_file, lint_text
 from gpulint.cli import FORMAT_CHOICES
 from gpulint.config import Config
 from gpulint.discovery import find_files
-from gpulint.engine import InputError
+from gpulint.engine import InputError, LintOptions
 from gpulint.finding import Severity
 from gpulint.manifests import (
     MAX_EXPANDED_NODES,
@@ -48,7 +48,8 @@ def run_compose(
     text: str, *codes: str, path: str = "compose.yaml", **options: object
 ) -> list[tuple[str, int, int]]:
     config = Config(select=codes) if codes else Config()
-    result = lint_manifest(path, yml(text), config, environ=options.pop("environ", {}), **options)  # type: ignore[arg-type]
+    environ = options.pop("environ", {})
+    result = lint_manifest(path, yml(text), LintOptions(config, **options), environ=environ)  # type: ignore[arg-type]
     return [(f.code, f.line, f.column) for f in result.findings]
 
 
@@ -160,7 +161,9 @@ def test_findings_carry_exact_line_and_column() -> None:
         image: "vllm/vllm-openai:latest"
         runtime: nvidia
     """
-    result = lint_manifest("compose.yaml", yml(text), Config(select=("GL103", "GL702")), environ={})
+    result = lint_manifest(
+        "compose.yaml", yml(text), LintOptions(Config(select=("GL103", "GL702"))), environ={}
+    )
     by_code = {f.code: f for f in result.findings}
     assert (by_code["GL103"].line, by_code["GL103"].column) == (3, 12)
     assert by_code["GL103"].end_column == 12 + len('"vllm/vllm-openai:latest"')
@@ -235,7 +238,10 @@ def test_dotenv_beside_the_file_and_the_environment(tmp_path: Path) -> None:
     (tmp_path / ".env").write_text("IMAGE=nvidia/cuda:12.4.1-base-ubuntu22.04\n")
     assert [f.code for f in lint_file(compose, config=Config(select=("GL701",)))] == ["GL701"]
     result = lint_manifest(
-        str(compose), compose.read_text(), Config(select=("GL701",)), environ={"IMAGE": "python:3.12.4-slim"}
+        str(compose),
+        compose.read_text(),
+        LintOptions(Config(select=("GL701",))),
+        environ={"IMAGE": "python:3.12.4-slim"},
     )
     assert result.findings == []  # the shell's environment wins over .env, as in compose
 
@@ -590,7 +596,7 @@ def test_docs_example_fires_and_instead_does_not(cls: type[ManifestRule]) -> Non
                 image = "    image: nvidia/cuda:12.4.1-base-ubuntu22.04\n"
                 body = "services:\n  a:\n" + image + textwrap.indent(body, "    ")
             path = "compose.yaml"
-        result = lint_manifest(path, body, Config(select=(cls.code,)), environ={})
+        result = lint_manifest(path, body, LintOptions(Config(select=(cls.code,))), environ={})
         return [f.code for f in result.findings]
 
     assert findings(cls.example), f"{cls.code}: its example does not fire"
@@ -628,7 +634,9 @@ def test_referenced_devices_are_never_read(tmp_path: Path) -> None:
 def test_branch_tags_float_in_compose_as_in_dockerfiles(image: str, severity: str) -> None:
     """One judgement of floating tags, and one severity, for compose and Dockerfiles."""
     text = f"services:\n  app:\n    image: {image}\n"
-    (finding,) = lint_manifest("compose.yaml", text, Config(select=("GL103",)), environ={}).findings
+    (finding,) = lint_manifest(
+        "compose.yaml", text, LintOptions(Config(select=("GL103",))), environ={}
+    ).findings
     (twin,) = [f for f in lint_text(f'FROM {image}\nCMD ["x"]\n') if f.code == "GL103"]
     assert finding.severity.name.lower() == twin.severity.name.lower() == severity
     assert f"uses the floating tag :{image.rsplit(':', 1)[1]}" in finding.message
@@ -636,7 +644,9 @@ def test_branch_tags_float_in_compose_as_in_dockerfiles(image: str, severity: st
 
 def test_pinned_branch_like_tags_do_not_float_in_compose() -> None:
     text = "services:\n  a:\n    image: ghcr.io/acme/app:nightly-20240101\n  b:\n    image: ghcr.io/acme/app:main-3f2a9c1\n"
-    assert lint_manifest("compose.yaml", text, Config(select=("GL103",)), environ={}).findings == []
+    assert (
+        lint_manifest("compose.yaml", text, LintOptions(Config(select=("GL103",))), environ={}).findings == []
+    )
 
 
 def test_custom_resource_walk_is_bounded() -> None:

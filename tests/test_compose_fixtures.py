@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from fixture_expect import Expectation, Location, locations, parse_expectation, render, snapshot_view
 from gpulint.config import Config
+from gpulint.engine import LintOptions
 from gpulint.manifests import lint_manifest
 from syrupy.assertion import SnapshotAssertion
 
@@ -70,8 +71,10 @@ def run_fixture(path: Path) -> tuple[Expectation, list[Location], list[dict[str,
     result = lint_manifest(
         os.path.relpath(path),
         text,
-        Config(extend_select=(fixture_code(path),)),
-        gpus_available=int(gpus) if gpus is not None else None,
+        LintOptions(
+            Config(extend_select=(fixture_code(path),)),
+            gpus_available=int(gpus) if gpus is not None else None,
+        ),
         environ=dict(value.partition("=")[::2] for value in exp.values("--env")),
     )
     return exp, locations(result.findings, path), snapshot_view(result.findings, path)

@@ -7,6 +7,7 @@ import contextlib
 import pytest
 import yaml
 from gpulint.config import Config
+from gpulint.engine import LintOptions
 from gpulint.manifests import ManifestError, lint_manifest
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -70,4 +71,4 @@ def test_any_shape_gives_findings_or_an_input_error(
     text = yaml.safe_dump(tree, sort_keys=False)
     path = str(tmp_path_factory.getbasetemp() / name)
     with contextlib.suppress(ManifestError):
-        lint_manifest(path, text, Config(extend_select=("ALL",)), gpus_available=1, environ={})
+        lint_manifest(path, text, LintOptions(Config(extend_select=("ALL",)), gpus_available=1), environ={})

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from gpulint.cli import main
 from gpulint.config import Config, ConfigError, config_from_mapping, find_config, load_config, parse_size
-from gpulint.engine import is_enabled, lint
+from gpulint.engine import LintOptions, is_enabled, lint
 from gpulint.finding import Severity
 from gpulint.rule import Rule, find_rule
 
@@ -428,10 +428,10 @@ def test_severity_by_code_slug_and_prefix() -> None:
     config = Config(
         select=("GL101", "GL201"), severity={"GL1": Severity.INFO, "unpinned-framework": Severity.WARNING}
     )
-    sev = {f.code: f.severity for f in lint("Dockerfile", text, config).findings}
+    sev = {f.code: f.severity for f in lint("Dockerfile", text, LintOptions(config)).findings}
     assert sev == {"GL101": Severity.INFO, "GL201": Severity.WARNING}
     config = Config(select=("GL101",), severity={"GL1": Severity.INFO, "GL101": Severity.ERROR})
-    assert {f.code: f.severity for f in lint("Dockerfile", text, config).findings} == {
+    assert {f.code: f.severity for f in lint("Dockerfile", text, LintOptions(config)).findings} == {
         "GL101": Severity.ERROR
     }
 

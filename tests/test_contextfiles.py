@@ -10,7 +10,7 @@ from gpulint.config import Config
 from gpulint.context import LintContext
 from gpulint.contextfiles import CopiedFile, copied_files, ignore_rules
 from gpulint.dockerfile import parse_dockerfile
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 
 
 def sparse(path: Path, size: int) -> None:
@@ -122,7 +122,9 @@ def test_requirements_includes_stay_in_the_context(tmp_path: Path) -> None:
     (context / "requirements.txt").write_text("-r ../outside.txt\n")
     text = "FROM python:3.11-slim\nCOPY requirements.txt /r.txt\nRUN pip install -r /r.txt\n"
     (context / "Dockerfile").write_text(text)
-    result = lint(str(context / "Dockerfile"), text, Config(select=("GL202",)), context_dir=str(context))
+    result = lint(
+        str(context / "Dockerfile"), text, LintOptions(Config(select=("GL202",)), context_dir=str(context))
+    )
     assert result.findings == []
 
 
@@ -133,5 +135,7 @@ def test_symlinked_requirements_file_out_of_the_context_is_not_read(tmp_path: Pa
     (context / "reqs" / "requirements.txt").symlink_to(tmp_path / "outside.txt")
     text = "FROM python:3.11-slim\nCOPY reqs/ /r/\nRUN pip install -r /r/requirements.txt\n"
     (context / "Dockerfile").write_text(text)
-    result = lint(str(context / "Dockerfile"), text, Config(select=("GL202",)), context_dir=str(context))
+    result = lint(
+        str(context / "Dockerfile"), text, LintOptions(Config(select=("GL202",)), context_dir=str(context))
+    )
     assert result.findings == []

@@ -12,7 +12,7 @@ from collections import Counter
 
 from gpulint.config import Config
 from gpulint.dockerfile import parse_dockerfile
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 from gpulint.fixes import FixOutcome, fix_text
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -149,7 +149,9 @@ CONTEXT = tempfile.mkdtemp(prefix="gpulint-fix-context-")
 
 
 def _counts(text: str) -> Counter[str]:
-    return Counter(f.code for f in lint("Dockerfile", text, CONFIG, context_dir=CONTEXT).findings)
+    return Counter(
+        f.code for f in lint("Dockerfile", text, LintOptions(CONFIG, context_dir=CONTEXT)).findings
+    )
 
 
 def _fix(text: str, unsafe: bool) -> FixOutcome:

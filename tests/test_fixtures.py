@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from fixture_expect import Expectation, Location, locations, parse_expectation, render, snapshot_view
 from gpulint.config import Config
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 from syrupy.assertion import SnapshotAssertion
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "rules"
@@ -66,10 +66,9 @@ def run_fixture(path: Path) -> tuple[Expectation, list[Location], list[dict[str,
     result = lint(
         str(path),
         text,
-        config,
-        build_args=build_args,
-        target=exp.option("--target"),
-        context_dir=str(path.parent),
+        LintOptions(
+            config, build_args=build_args, target=exp.option("--target"), context_dir=str(path.parent)
+        ),
     )
     return exp, locations(result.findings, path), snapshot_view(result.findings, path)
 
@@ -140,9 +139,11 @@ def test_min_driver_changes_the_verdict() -> None:
     path = FIXTURES / "GL106" / "fire-floor-below-image.Dockerfile"
     text = path.read_text("utf-8")
     assert parse_expectation(text).option("--min-driver") == "545.23.08"
-    result = lint(str(path), text, Config(extend_select=("GL106",)), context_dir=str(path.parent))
+    result = lint(
+        str(path), text, LintOptions(Config(extend_select=("GL106",)), context_dir=str(path.parent))
+    )
     assert [f.code for f in result.findings if f.code == "GL106"] == []
     assert result.facts["driver"].startswith("CUDA 12.8.1 (nvidia/cuda:12.8.1-runtime-ubuntu22.04) needs")
     floor = Config(extend_select=("GL106",), min_driver="545.23.08", min_driver_source="cli")
-    result = lint(str(path), text, floor, context_dir=str(path.parent))
+    result = lint(str(path), text, LintOptions(floor, context_dir=str(path.parent)))
     assert [f.code for f in result.findings if f.code == "GL106"] == ["GL106"]

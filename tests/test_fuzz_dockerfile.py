@@ -18,7 +18,7 @@ import pytest
 from fuzz_support import dockerfile_text, fuzz_settings, record, work_dir
 from gpulint.cli import main
 from gpulint.config import Config
-from gpulint.engine import InputError, lint
+from gpulint.engine import InputError, LintOptions, lint
 from gpulint.finding import Finding
 from gpulint.report import Report
 from gpulint.reporters import FORMATS, get_renderer
@@ -72,7 +72,7 @@ def check_findings(findings: list[Finding], text: str) -> None:
 
 def lint_or_input_error(text: str, context: str | None, config: Config = ALL_RULES) -> list[Finding] | None:
     try:
-        result = lint("Dockerfile", text, config, context_dir=context)
+        result = lint("Dockerfile", text, LintOptions(config, context_dir=context))
     except InputError as exc:
         message = str(exc)
         assert message and "\n" not in message.strip(), message
@@ -88,7 +88,7 @@ def lint_or_input_error(text: str, context: str | None, config: Config = ALL_RUL
 def test_lint_gives_findings_or_an_input_error(text: str, context: str, target: str | None) -> None:
     record("dockerfile:lint")
     try:
-        result = lint("Dockerfile", text, ALL_RULES, context_dir=context, target=target)
+        result = lint("Dockerfile", text, LintOptions(ALL_RULES, context_dir=context, target=target))
     except InputError:
         return
     check_findings(result.findings, text)
@@ -99,7 +99,7 @@ def test_lint_gives_findings_or_an_input_error(text: str, context: str, target: 
 def test_every_reporter_renders_what_the_rules_find(text: str, fmt: str) -> None:
     record("dockerfile:render")
     try:
-        result = lint("Dockerfile", text, ALL_RULES, context_dir=CONTEXTS[0])
+        result = lint("Dockerfile", text, LintOptions(ALL_RULES, context_dir=CONTEXTS[0]))
     except InputError:
         return
     assert result.dockerfile is not None

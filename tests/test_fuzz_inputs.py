@@ -23,7 +23,7 @@ from fuzz_support import (
 )
 from gpulint.buildcontext import read_conda_file, read_requirements
 from gpulint.config import Config, ConfigError, config_from_mapping, load_config
-from gpulint.engine import InputError, lint
+from gpulint.engine import InputError, LintOptions, lint
 from gpulint.expand import expand, expand_word
 from gpulint.imageref import parse_image_ref
 from gpulint.installers import parse_install, parse_pip_spec
@@ -211,7 +211,7 @@ def test_compose_and_kubernetes_files(text: str, name: str) -> None:
     path = WORK / "compose-ctx" / name
     path.parent.mkdir(exist_ok=True)
     try:
-        result = lint(str(path), text, Config(select=("ALL",)))
+        result = lint(str(path), text, LintOptions(Config(select=("ALL",))))
     except InputError as exc:
         assert "\n" not in str(exc).strip()
         return
@@ -256,7 +256,10 @@ def test_requirements_include_with_a_nul_byte(tmp_path: Path) -> None:
         result = read_requirements(tmp_path / "requirements.txt", "requirements.txt", root=root)
         assert result is not None and [s.name for s in result.specs] == ["torch"]
     dockerfile = "FROM python:3.11\nCOPY requirements.txt .\nRUN pip install -r requirements.txt\n"
-    assert lint("Dockerfile", dockerfile, Config(select=("ALL",)), context_dir=str(tmp_path)) is not None
+    assert (
+        lint("Dockerfile", dockerfile, LintOptions(Config(select=("ALL",)), context_dir=str(tmp_path)))
+        is not None
+    )
 
 
 def test_config_nested_thousands_deep(tmp_path: Path) -> None:
@@ -271,7 +274,9 @@ def test_compose_build_context_with_a_nul_byte(tmp_path: Path) -> None:
     """Found by the fuzzer: `build: "\\0"` reached open() with a NUL byte (ValueError)."""
     try:
         result = lint(
-            str(tmp_path / "compose.yaml"), 'services:\n  app:\n    build: "\\0"\n', Config(select=("ALL",))
+            str(tmp_path / "compose.yaml"),
+            'services:\n  app:\n    build: "\\0"\n',
+            LintOptions(Config(select=("ALL",))),
         )
     except InputError as exc:
         assert "\n" not in str(exc)

@@ -58,9 +58,9 @@ def test_fuzz_suites_remove_their_temporary_directories(tmp_path: Path) -> None:
 def test_copy_of_a_name_too_long_for_the_file_system_is_no_crash(tmp_path: Path) -> None:
     """GL505 asks the build context whether a COPY source is a file; a 300-character name
     makes stat() fail with ENAMETOOLONG, which means "no such file", not a rule crash."""
-    from gpulint.engine import lint_source
+    from gpulint import lint_text
 
     name = "a" * 300
     text = f"FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nCOPY {name} /app/\nRUN rm /app/{name}\n"
-    findings = lint_source(text, context_dir=str(tmp_path))
+    findings = lint_text(text, context_dir=str(tmp_path))
     assert all(f.code != "GL000" for f in findings)

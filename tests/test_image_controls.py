@@ -113,12 +113,12 @@ def test_nodes_must_be_positive(archive: str, capsys: pytest.CaptureFixture[str]
 def test_one_driver_floor_for_lint_image_and_doctor(cuda: str) -> None:
     """The driver a CUDA release needs comes from one table and one function everywhere."""
     from gpulint.config import Config
-    from gpulint.engine import lint
+    from gpulint.engine import LintOptions, lint
     from gpulint.image.report import cuda_summary
     from gpulint.requirecuda import driver_needed
 
     needed = driver_needed(cuda)
     assert needed is not None
     assert cuda_summary({"CUDA_VERSION": cuda})["driver_needed"] == needed
-    facts = lint("Dockerfile", f"FROM nvidia/cuda:{cuda}-runtime-ubuntu22.04\n", Config()).facts
+    facts = lint("Dockerfile", f"FROM nvidia/cuda:{cuda}-runtime-ubuntu22.04\n", LintOptions(Config())).facts
     assert f">= {needed}" in facts["driver"]

@@ -16,7 +16,7 @@ from gpulint import contextfiles, fixes
 from gpulint.config import Config
 from gpulint.contextfiles import _automaton_match, compile_pattern
 from gpulint.dockerfile import Stage
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,7 +71,11 @@ def test_a_stage_is_indexed_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(Stage, "all_instructions", counting)
     body = "".join(f"WORKDIR /w{i}\nRUN pip install torch==2.4.1 p{i}\nCOPY f{i} ./\n" for i in range(600))
-    lint("Dockerfile", "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n" + body, Config(select=("ALL",)))
+    lint(
+        "Dockerfile",
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n" + body,
+        LintOptions(Config(select=("ALL",))),
+    )
     # per rule and stage, not per instruction (it was called about once per RUN and COPY)
     assert calls["n"] < 200, calls["n"]
 
@@ -109,6 +113,8 @@ def test_a_context_is_walked_once_for_every_copy(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(contextfiles.os, "walk", counting)
     text = "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n" + "".join(f"COPY . /app{i}/\n" for i in range(20))
-    result = lint(str(tmp_path / "Dockerfile"), text, Config(select=("ALL",)), context_dir=str(tmp_path))
+    result = lint(
+        str(tmp_path / "Dockerfile"), text, LintOptions(Config(select=("ALL",)), context_dir=str(tmp_path))
+    )
     assert walks["n"] == 1  # was 20: once per COPY
     assert not [f for f in result.findings if f.code == "GL000"]

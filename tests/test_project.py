@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from gpulint.cli import main
 from gpulint.config import Config
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 from gpulint.finding import Finding
 
 PROJECT = Path(__file__).resolve().parents[1] / "fixtures" / "projects" / "llm-app"
@@ -39,7 +39,9 @@ def project(tmp_path: Path) -> Path:
 
 def findings(root: Path) -> list[Finding]:
     dockerfile = root / "Dockerfile"
-    return lint(str(dockerfile), dockerfile.read_text(), Config(), context_dir=str(root)).findings
+    return lint(
+        str(dockerfile), dockerfile.read_text(), LintOptions(Config(), context_dir=str(root))
+    ).findings
 
 
 def where(root: Path, f: Finding) -> tuple[str, str, int]:
@@ -110,5 +112,5 @@ def test_cli_with_context(
 
 def test_without_a_context_only_the_dockerfile(project: Path) -> None:
     text = (project / "Dockerfile").read_text()
-    result = lint("-", text, Config(select=("GL201", "GL202", "GL302")))
+    result = lint("-", text, LintOptions(Config(select=("GL201", "GL202", "GL302"))))
     assert result.findings == []

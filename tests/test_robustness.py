@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from gpulint.config import Config
-from gpulint.engine import InputError, lint
+from gpulint.engine import InputError, LintOptions, lint
 from helpers import run_main
 
 DIGITS = "9" * 5000
@@ -18,7 +18,7 @@ DIGITS = "9" * 5000
 def test_deeply_nested_brackets_are_no_internal_error(keyword: str) -> None:
     text = f"FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n{keyword} {'[' * 5000}\nRUN {'[' * 100_000}\n"
     # without on_crash a rule that raises raises RuleCrash: every rule must survive this
-    result = lint("Dockerfile", text, Config(select=("ALL",)))
+    result = lint("Dockerfile", text, LintOptions(Config(select=("ALL",))))
     assert all(f.code != "GL000" for f in result.findings)
 
 
@@ -29,7 +29,7 @@ def test_huge_compose_gpu_counts_are_findings() -> None:
         "    deploy:\n      resources:\n        reservations:\n          devices:\n"
         f"            - driver: nvidia\n              count: {DIGITS}\n              capabilities: [gpu]\n"
     )
-    result = lint("compose.yaml", text, Config(select=("ALL",)), gpus_available=2)
+    result = lint("compose.yaml", text, LintOptions(Config(select=("ALL",)), gpus_available=2))
     assert {(f.code, f.line) for f in result.findings} >= {("GL703", 4), ("GL703", 10)}
 
 
@@ -39,7 +39,7 @@ def test_huge_kubernetes_gpu_limits_are_findings() -> None:
         "    image: nvidia/cuda:12.4.1-base-ubuntu22.04\n    resources:\n"
         f"      limits: {{nvidia.com/gpu: {DIGITS}}}\n      requests: {{nvidia.com/gpu: {'8' * 5000}}}\n"
     )
-    result = lint("pod.yaml", text, Config(select=("ALL",)))
+    result = lint("pod.yaml", text, LintOptions(Config(select=("ALL",))))
     assert [f.code for f in result.findings] == ["GL705"]
 
 
@@ -64,7 +64,7 @@ def test_duplicate_yaml_keys_are_refused_as_compose_does(
     text: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(InputError) as exc:
-        lint("compose.yaml", text, Config())
+        lint("compose.yaml", text, LintOptions(Config()))
     assert str(exc.value) == f"compose.yaml{where}"
     path = tmp_path / "compose.yaml"
     path.write_text(text)
@@ -75,7 +75,7 @@ def test_duplicate_yaml_keys_are_refused_as_compose_does(
 def test_duplicate_kubernetes_keys_are_refused() -> None:
     text = "apiVersion: v1\nkind: Pod\nkind: Deployment\nmetadata: {name: a}\n"
     with pytest.raises(InputError, match="mapping key 'kind' already defined at line 2"):
-        lint("pod.yaml", text, Config())
+        lint("pod.yaml", text, LintOptions(Config()))
 
 
 def test_same_key_in_other_maps_and_merge_keys_are_no_duplicates() -> None:
@@ -86,5 +86,5 @@ def test_same_key_in_other_maps_and_merge_keys_are_no_duplicates() -> None:
         "  a:\n    <<: *gpu\n    <<: *env\n    image: nvidia/cuda:12.4.1-base-ubuntu22.04\n"
         "  b:\n    <<: [*gpu, *env]\n    image: busybox\n"
     )
-    result = lint("compose.yaml", text, Config(select=("GL7",)))
+    result = lint("compose.yaml", text, LintOptions(Config(select=("GL7",))))
     assert {f.code for f in result.findings} <= {"GL701"}

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpulint.engine import lint_path
+from gpulint import lint_file
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.rule import find_rule
 from helpers import dockerfile, only, run, where
@@ -244,7 +244,7 @@ def test_base_and_development_images_keep_their_toolkit(tmp_path: Path, name: st
     path = tmp_path / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    found = [f for f in lint_path(str(path), context_dir=str(tmp_path)) if f.code == "GL101"]
+    found = [f for f in lint_file(str(path), context_dir=str(tmp_path)) if f.code == "GL101"]
     assert bool(found) is reported
 
 
@@ -406,7 +406,7 @@ def test_dockerfiles_named_for_jetson(tmp_path: Path) -> None:
     for name, quiet in (("Dockerfile.jetson", True), ("Dockerfile.gpu", False)):
         path = tmp_path / name
         path.write_text(text)
-        assert ([f for f in lint_path(str(path)) if f.code == "GL101"] == []) is quiet
+        assert ([f for f in lint_file(str(path)) if f.code == "GL101"] == []) is quiet
 
 
 def test_message_says_what_the_dockerfile_does_not_show() -> None:

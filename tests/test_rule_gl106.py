@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from gpulint import lint_text
 from gpulint.config import Config
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 from gpulint.finding import Finding, Severity
 from gpulint.rules.base.gl106_driver_floor import DriverFloor
 
@@ -35,7 +35,7 @@ def detail(text: str, floor: str, source: str = "cli") -> str:
 
 
 def facts(text: str) -> dict[str, str]:
-    return lint("Dockerfile", text, Config(select=("GL106",))).facts
+    return lint("Dockerfile", text, LintOptions(Config(select=("GL106",)))).facts
 
 
 # -- without a floor: a fact, no finding -------------------------------------------------------

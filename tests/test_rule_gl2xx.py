@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from gpulint import lint_text
 from gpulint.config import Config
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 from gpulint.finding import Finding, Severity
 from gpulint.rules.pinning.kernels import is_tag_like, parse_git_clone
 from gpulint.shell import Command, Word
@@ -18,16 +18,11 @@ PY = "FROM python:3.11-slim\n"
 def run(text: str, code: str, context: Path | None = None, **options: object) -> list[Finding]:
     """Lint with one rule; without a context the Dockerfile is read from stdin (no build context)."""
     if context is None:
-        result = lint("-", text, Config(select=(code,)), **options)  # type: ignore[arg-type]
+        result = lint("-", text, LintOptions(Config(select=(code,)), **options))  # type: ignore[arg-type]
     else:
         (context / "Dockerfile").write_text(text)
-        result = lint(
-            str(context / "Dockerfile"),
-            text,
-            Config(select=(code,)),
-            context_dir=str(context),
-            **options,  # type: ignore[arg-type]
-        )
+        options = {"context_dir": str(context), **options}
+        result = lint(str(context / "Dockerfile"), text, LintOptions(Config(select=(code,)), **options))  # type: ignore[arg-type]
     return [f for f in result.findings if f.code == code]
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from gpulint.config import Config
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 from gpulint.finding import Finding
 
 PY = "FROM python:3.11-slim\n"
@@ -17,10 +17,10 @@ GB = 1000**3
 def run(text: str, code: str, context: Path | None = None, config: Config | None = None) -> list[Finding]:
     config = config or Config(select=(code,))
     if context is None:
-        result = lint("-", text, config)
+        result = lint("-", text, LintOptions(config))
     else:
         (context / "Dockerfile").write_text(text)
-        result = lint(str(context / "Dockerfile"), text, config, context_dir=str(context))
+        result = lint(str(context / "Dockerfile"), text, LintOptions(config, context_dir=str(context)))
     return [f for f in result.findings if f.code == code]
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpulint import lint_text
+from gpulint import lint_file, lint_text
 from gpulint.config import Config
-from gpulint.engine import lint, lint_path
+from gpulint.engine import LintOptions, lint
 from gpulint.finding import Finding
 
 CUDA = "FROM nvidia/cuda:12.4.1-runtime-ubuntu22.04\n"
@@ -16,7 +16,7 @@ PY = "FROM python:3.11-slim\n"
 
 
 def run(text: str, code: str) -> list[Finding]:
-    return [f for f in lint("-", text, Config(select=(code,))).findings if f.code == code]
+    return [f for f in lint("-", text, LintOptions(Config(select=(code,)))).findings if f.code == code]
 
 
 def lines(findings: list[Finding]) -> list[int]:
@@ -303,7 +303,7 @@ def test_gl507_leaves_development_images_alone(tmp_path: Path) -> None:
         path = tmp_path / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-        found = [f for f in lint_path(str(path), context_dir=str(tmp_path)) if f.code == "GL507"]
+        found = [f for f in lint_file(str(path), context_dir=str(tmp_path)) if f.code == "GL507"]
         assert bool(found) is reported, name
 
 

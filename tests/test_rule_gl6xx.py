@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from gpulint.config import Config
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 from gpulint.finding import Finding
 
 PY = "FROM python:3.11-slim\n"
@@ -16,10 +16,12 @@ GITHUB = "ghp_" + "0a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R"
 
 def run(text: str, code: str, context: Path | None = None) -> list[Finding]:
     if context is None:
-        result = lint("-", text, Config(select=(code,)))
+        result = lint("-", text, LintOptions(Config(select=(code,))))
     else:
         (context / "Dockerfile").write_text(text)
-        result = lint(str(context / "Dockerfile"), text, Config(select=(code,)), context_dir=str(context))
+        result = lint(
+            str(context / "Dockerfile"), text, LintOptions(Config(select=(code,)), context_dir=str(context))
+        )
     return [f for f in result.findings if f.code == code]
 
 

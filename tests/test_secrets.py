@@ -8,7 +8,7 @@ import pytest
 from gpulint.cli import main
 from gpulint.config import Config
 from gpulint.dockerfile import parse_dockerfile
-from gpulint.engine import lint
+from gpulint.engine import LintOptions, lint
 from gpulint.report import Report
 from gpulint.reporters import FORMATS, get_renderer
 from gpulint.secrets import (
@@ -46,7 +46,7 @@ MY_RULES = ("GL2", "GL3", "GL5", "GL6")
 
 
 def report_for(text: str, select: tuple[str, ...], redact_frames: bool = True) -> Report:
-    result = lint("Dockerfile", text, Config(select=select), context_dir=None)
+    result = lint("Dockerfile", text, LintOptions(Config(select=select), context_dir=None))
     assert result.dockerfile is not None
     source = redact_source(result.dockerfile) if redact_frames else text
     return Report(findings=result.findings, files=["Dockerfile"], sources={"Dockerfile": source})
@@ -141,7 +141,7 @@ def test_literal_secrets(text: str, kinds: list[str]) -> None:
 def test_redact_secrets_and_findings() -> None:
     assert redact_secrets(f"a {HF} b https://u:{PASSWORD}@h c") == f"a {REDACTED} b https://u:{REDACTED}@h c"
     assert redact_secrets("nothing here\nat all") == "nothing here\nat all"
-    result = lint("-", "FROM python:3.11-slim\nRUN echo hi\n", Config(select=("GL603",)))
+    result = lint("-", "FROM python:3.11-slim\nRUN echo hi\n", LintOptions(Config(select=("GL603",))))
     assert result.findings == []
     from gpulint.finding import Finding, Severity
 

@@ -128,7 +128,7 @@ def lint_command(
 ) -> NoReturn:
     """Lint GPU/CUDA Dockerfiles and compose/Kubernetes files: PATH may be a file, a directory
     (searched recursively for Dockerfiles and compose files) or - for stdin."""
-    from ..engine import InputError, LintOptions, lint_file, read_source
+    from ..engine import InputError, LintOptions, lint, read_source
 
     # -- everything the command line says is checked before any file is read --------
     overrides: dict[str, object] = {}
@@ -211,14 +211,14 @@ def lint_command(
                 options = replace(options, context_dir=context_dir or stdin_context)
                 if fixer is not None:
                     text = fixer.run(name, text, None, options)
-                result = (fixer.linted(text) if fixer is not None else None) or lint_file(
+                result = (fixer.linted(text) if fixer is not None else None) or lint(
                     name, text, options, on_crash
                 )
             else:
                 text = read_source(path)
                 if fixer is not None:
                     text = fixer.run(path, text, path, options)
-                result = (fixer.linted(text) if fixer is not None else None) or lint_file(
+                result = (fixer.linted(text) if fixer is not None else None) or lint(
                     path, text, options, on_crash
                 )
         except InputError as exc:

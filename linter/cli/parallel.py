@@ -176,7 +176,7 @@ def _work(job: LintJob, chunks: list[tuple[int, int]], work_read: int, result_wr
 
 def _lint_span(job: LintJob, start: int, stop: int) -> list[Linted | str]:
     """Lint files ``start`` to ``stop`` of the inherited job."""
-    from ..engine import InputError, lint_file, read_source
+    from ..engine import InputError, lint, read_source
 
     out: list[Linted | str] = []
     for path, options in job.files[start:stop]:
@@ -189,7 +189,7 @@ def _lint_span(job: LintJob, start: int, stop: int) -> list[Linted | str]:
 
         try:
             text = read_source(path)
-            result = lint_file(path, text, options, on_crash)
+            result = lint(path, text, options, on_crash)
         except InputError as exc:
             out.append(one_line(str(exc)))
             continue

@@ -118,7 +118,7 @@ def history_dockerfile(history: list[dict[str, Any]]) -> tuple[str, list[int]]:
 
 
 def _history_findings(analysis: Analysis, config: Config) -> list[Finding]:
-    from ..engine import InputError, lint
+    from ..engine import InputError, LintOptions, lint
 
     entries = analysis.image.config.get("history") or []
     text, origin = history_dockerfile([e for e in entries if isinstance(e, dict)])
@@ -128,7 +128,7 @@ def _history_findings(analysis: Analysis, config: Config) -> list[Finding]:
     )
     # no build context: an image has none (os.devnull is never a directory)
     try:
-        result = lint(analysis.image.source, text, selected, context_dir=os.devnull)
+        result = lint(analysis.image.source, text, LintOptions(selected, context_dir=os.devnull))
     except InputError:  # a history past the Dockerfile limits (hostile or generated): no history checks
         return []
     out = []

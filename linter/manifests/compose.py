@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ..lazyre import lazy_re
 from ..runner import (
     InputError,
+    LintOptions,
     LintResult,
     RuleCrash,
     lint_dockerfile,
@@ -399,7 +400,8 @@ class ComposeLoader:
         from ..secrets import redact_source
 
         try:
-            result = lint_dockerfile(path, text, self.ctx.config, args, target, context, self.on_crash)
+            options = LintOptions(self.ctx.config, args, target, context)
+            result = lint_dockerfile(path, text, options, self.on_crash)
         except InputError as exc:
             self.ctx.problems.append((info.node, info.node.path, f"cannot lint {path}: {_reason(exc, path)}"))
             return info

@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ..config import Config
 from ..finding import Finding, Severity, unique
 from ..rule import Rule, enabled_rules, make_finding
 from ..runner import (
+    LintOptions,
     LintResult,
     RuleCrash,
     apply_config,
@@ -100,12 +100,16 @@ def image_ref(node: Node | None) -> ImageRef | None:
 def lint_manifest(
     path: str,
     text: str,
-    config: Config,
+    options: LintOptions,
     on_crash: Callable[[RuleCrash], None] | None = None,
-    gpus_available: int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> LintResult:
-    """Lint a compose or Kubernetes file (and the Dockerfiles its services build)."""
+    """Lint a compose or Kubernetes file (and the Dockerfiles its services build).
+
+    Of ``options``, the config and the GPU count apply: each service's build names its own
+    Dockerfile, build arguments, target and context.
+    """
+    config = options.config
     from ..discovery import is_compose_name
 
     env = dict(os.environ if environ is None else environ)
@@ -128,7 +132,7 @@ def lint_manifest(
         raise ManifestError(
             f"{path}: neither a compose file (no `services:`) nor a Kubernetes manifest (no `apiVersion`/`kind`)"
         )
-    ctx = ManifestContext(path=path, kind=kind, config=config, gpus_available=gpus_available)
+    ctx = ManifestContext(path=path, kind=kind, config=config, gpus_available=options.gpus_available)
     ctx.files[path] = yfile
     if kind == "kubernetes":
         ctx.containers = k8s_containers(yfile.documents)

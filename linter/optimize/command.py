@@ -32,7 +32,7 @@ def optimize_command(
 
     from ..atomic import write_atomic
     from ..config import find_config, load_config
-    from ..engine import InputError, lint, read_source
+    from ..engine import InputError, LintOptions, lint, read_source
     from ..secrets import redact_secrets
     from ..selection import parse_pairs
 
@@ -60,7 +60,8 @@ def optimize_command(
     # named as the file it came from (or goes to): a limit the rewrite hits names it, not "-"
     name = output if output not in (None, "-") else dockerfile
     try:
-        left = lint(name, result.text, check, {**config.build_args, **args}, None, context).findings
+        rewrite = LintOptions(check, {**config.build_args, **args}, context_dir=context)
+        left = lint(name, result.text, rewrite).findings
     except InputError as exc:
         click.echo(
             f"gpulint: optimize: note: the rewrite was not linted again: {redact_secrets(str(exc))}",

@@ -136,10 +136,10 @@ class _Weights:
 def _weights(
     text: str, path: str, config: Config, build_args: Mapping[str, str], context_dir: str | None
 ) -> _Weights:
-    from ..engine import lint
+    from ..engine import LintOptions, lint
 
     weights_config = Config(select=("GL301", "GL302"), weights_threshold=config.weights_threshold)
-    findings = lint(path, text, weights_config, build_args, None, context_dir).findings
+    findings = lint(path, text, LintOptions(weights_config, build_args, context_dir=context_dir)).findings
     return _Weights(
         runs=[(f.code, f.line, f.column) for f in findings if f.code == "GL301"],
         copies={f.line for f in findings if f.code == "GL302"},

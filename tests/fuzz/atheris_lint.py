@@ -19,7 +19,7 @@ import atheris
 with atheris.instrument_imports(include=["gpulint"]):
     from gpulint.config import Config
     from gpulint.dockerfile import DockerfileError, decode
-    from gpulint.engine import InputError, lint
+    from gpulint.engine import InputError, LintOptions, lint
     from gpulint.report import Report
     from gpulint.reporters import get_renderer
     from gpulint.secrets import redact_source
@@ -41,7 +41,7 @@ def test_one_input(data: bytes) -> None:
         return
     parse_script(text[:20_000], _pos, {})
     try:
-        result = lint("Dockerfile", text, CONFIG, context_dir=CONTEXT)
+        result = lint("Dockerfile", text, LintOptions(CONFIG, context_dir=CONTEXT))
     except InputError as exc:
         if "\n" in str(exc).strip():
             raise AssertionError(f"an input error of more than one line: {exc!r}") from None
