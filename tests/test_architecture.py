@@ -56,3 +56,35 @@ def test_the_fix_machinery_names_no_rule() -> None:
     for name in ("fixes.py", "fixfiles.py", "digestfix.py"):
         text = (ROOT / "linter" / name).read_text("utf-8")
         assert re.findall(r"\bGL\d{3}\b", text) == [], name
+
+
+def _module_name(path: Path) -> tuple[str, str]:
+    """``path``'s dotted module name and the package it is in (linter/ is gpulint, rules/ gpulint.rules)."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts[0] = "gpulint" if parts[0] == "linter" else "gpulint.rules"
+    if parts[-1] == "__init__":
+        parts.pop()
+        return ".".join(parts), ".".join(parts)
+    return ".".join(parts), ".".join(parts[:-1])
+
+
+def test_no_module_imports_another_packages_private_names() -> None:
+    """A package's ``_names`` are its own business: a module outside it (optimize reading RUN
+    syntax from gpulint.shell) goes through what the package exports, so the package can change
+    its insides without breaking a caller it never heard of."""
+    found = []
+    for path in SOURCES:
+        _, package = _module_name(path)
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            if target == package or target.rpartition(".")[0] == package:
+                continue  # the package's own modules
+            private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            found += [f"{path.relative_to(ROOT).as_posix()}: {target}.{name}" for name in private]
+    assert found == []

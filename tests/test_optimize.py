@@ -295,3 +295,19 @@ def test_each_install_of_the_shipped_stage_fetches_its_own_lists() -> None:
     assert final.count("apt-get update") == 2 and final.count("rm -rf /var/lib/apt/lists/*") == 2
     assert "RUN apt-get update \\\n    && apt-get install --no-install-recommends -y ffmpeg" in final
     assert [f.code for f in lint_text(out) if f.code in ("GL006", "GL502")] == []
+
+
+def test_chain_links_and_no_shell_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """optimize reads a RUN's && chain through gpulint.shell's public syntax_tree; without
+    tree-sitter-bash it refuses with the reason instead of guessing."""
+    from gpulint.optimize.chain import chain
+
+    links = chain("apt-get update && pip install 'torch==2.4.1'", lambda row, column: (row, column))
+    assert isinstance(links, list) and [link.text for link in links] == [
+        "apt-get update",
+        "pip install 'torch==2.4.1'",
+    ]
+    monkeypatch.setattr("gpulint.shell.treesitter._parser", lambda: None)
+    assert chain("apt-get update", lambda row, column: (row, column)) == (
+        "cannot be read: the shell parser (tree-sitter-bash) is not available"
+    )

@@ -567,3 +567,19 @@ def test_arg_values_follow_argv_and_are_a_new_list_each_time() -> None:
     assert cmd.arg_values == ["install", "torch"]
     cmd._set_argv(cmd.argv[1:])
     assert cmd.name == "install" and cmd.arg_values == ["torch"]
+
+
+def test_syntax_tree_keeps_the_scripts_byte_offsets(engine: str) -> None:
+    """The public tree for callers that read the syntax (optimize's && chain): None without
+    tree-sitter; with it, non-ASCII bytes are masked for the parser only, offsets stay the input's."""
+    from gpulint.shell import syntax_tree
+
+    raw = "echo 'é \U000e0000 {' && pip install torch".encode()
+    tree = syntax_tree(raw)
+    if engine == "fallback":
+        assert tree is None
+        return
+    (chain,) = tree.root_node.named_children
+    first, second = chain.named_children
+    assert raw[first.start_byte : first.end_byte].decode() == "echo 'é \U000e0000 {'"
+    assert raw[second.start_byte : second.end_byte] == b"pip install torch"

@@ -9,13 +9,12 @@ from .model import Element
 
 def chain(script: str, position: Any) -> list[Element] | str:
     """The elements of a plain ``a && b && c`` script (``;`` and newlines count as ``&&``), or why not."""
-    from ..shell import _ascii_only, _parser
+    from ..shell import syntax_tree
 
-    parser = _parser()
-    if parser is None:
-        return "cannot be read: the shell parser (tree-sitter-bash) is not available"
     raw = script.encode("utf-8")
-    tree = parser.parse(_ascii_only(raw))  # see _ascii_only: tree-sitter-bash can crash on non-ASCII
+    tree = syntax_tree(raw)
+    if tree is None:
+        return "cannot be read: the shell parser (tree-sitter-bash) is not available"
     if tree.root_node.has_error:
         return "is not a shell script tree-sitter-bash can parse"
     out: list[Element] = []

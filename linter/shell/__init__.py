@@ -7,7 +7,7 @@ gives the same commands, words, redirects and heredocs.
 
 ``model``: words, redirects, commands and their environment; ``script``: a RUN's
 commands (run_commands, parse_script); ``treesitter`` and ``fallback``: the two
-parsers; ``plain``: scripts of plain words and ``&&``/``||``/``;``/``|`` (most
+parsers (syntax_tree: tree-sitter's tree itself, for optimize); ``plain``: scripts of plain words and ``&&``/``||``/``;``/``|`` (most
 RUNs), read without a syntax tree, as tree-sitter reads them; ``heredocs``:
 positions of exec-form words and heredoc bodies; ``unfinished``: a RUN cut short.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from .model import SHELLS, Command, Redirect, Word, environment_value, is_python
 from .script import MAX_SCRIPT_NESTING, parse_script, run_commands
-from .treesitter import _ascii_only, _parser  # optimize.chain parses with them
+from .treesitter import syntax_tree
 from .unfinished import Unfinished, docker_script, unfinished_run
 
 __all__ = [
@@ -26,12 +26,11 @@ __all__ = [
     "Redirect",
     "Unfinished",
     "Word",
-    "_ascii_only",
-    "_parser",
     "docker_script",
     "environment_value",
     "is_python",
     "parse_script",
     "run_commands",
+    "syntax_tree",
     "unfinished_run",
 ]

@@ -50,6 +50,17 @@ def _parser() -> Any:
     return tree_sitter.Parser(tree_sitter.Language(language))
 
 
+def syntax_tree(data: bytes) -> Any | None:
+    """tree-sitter-bash's syntax tree of a script's UTF-8 bytes, or None without tree-sitter.
+
+    For callers that read the shell syntax itself rather than the commands (optimize cuts a RUN
+    into the links of its ``&&`` chain). Parsed as :func:`_ascii_only` says, so it cannot crash
+    the process; byte offsets are ``data``'s, so take text from ``data``, not from the tree.
+    """
+    parser = _parser()
+    return None if parser is None else parser.parse(_ascii_only(data))
+
+
 def _bash_language() -> Any:
     """tree-sitter-bash's grammar, from its compiled binding (tree_sitter_bash._binding).
 
