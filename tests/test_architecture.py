@@ -16,17 +16,25 @@ SOURCES = sorted([*(ROOT / "linter").rglob("*.py"), *(ROOT / "rules").rglob("*.p
 
 
 def _calls_of(name: str) -> list[tuple[str, str]]:
-    """(file, enclosing function) of every call of ``name`` (bare or as an attribute)."""
+    """(file, enclosing function) of every call of ``name`` (bare or as an attribute); a call in a
+    nested function counts for each function around it. One walk of each file that names it."""
     out = []
     for path in SOURCES:
-        tree = ast.parse(path.read_text("utf-8"))
-        for func in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]:
-            for node in ast.walk(func):
-                if isinstance(node, ast.Call):
-                    callee = node.func
-                    called = callee.id if isinstance(callee, ast.Name) else getattr(callee, "attr", None)
-                    if called == name:
-                        out.append((path.relative_to(ROOT).as_posix(), func.name))
+        text = path.read_text("utf-8")
+        if name not in text:
+            continue  # no call of it without its name
+        where = path.relative_to(ROOT).as_posix()
+        todo: list[tuple[ast.AST, tuple[str, ...]]] = [(ast.parse(text), ())]
+        while todo:
+            node, functions = todo.pop()
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                functions = (*functions, node.name)
+            elif isinstance(node, ast.Call):
+                callee = node.func
+                called = callee.id if isinstance(callee, ast.Name) else getattr(callee, "attr", None)
+                if called == name:
+                    out += [(where, function) for function in functions]
+            todo += [(child, functions) for child in ast.iter_child_nodes(node)]
     return out
 
 
