@@ -250,3 +250,33 @@ def test_nothing_is_read_before_the_first_member_is_asked_for() -> None:
     members = iter_members(_Refusing())  # type: ignore[arg-type]
     with pytest.raises(OSError, match="too early"):
         next(members)
+
+
+def _same_checksum_archive() -> bytes:
+    """Entries whose headers differ only in two name bytes that swap (b/a vs a/b): the same byte
+    sum, so the same checksum field in every header."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        for name in ("ab", "ba", "ab", "ba"):
+            info = tarfile.TarInfo(name)
+            info.mtime = 0
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("memo", [0, 1, 8192])
+def test_a_remembered_checksum_field_still_checks_each_header(
+    memo: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checksum field's value is remembered by its bytes; each header's own sum is still
+    compared with it, so a header corrupted after its field was seen is refused."""
+    monkeypatch.setattr(tarscan, "_CHECKSUM_MEMO", memo)
+    data = bytearray(_same_checksum_archive())
+    assert len({bytes(data[i + 148 : i + 156]) for i in range(0, 4 * 512, 512)}) == 1
+    assert [m.name for m in iter_members(io.BytesIO(bytes(data)))] == ["ab", "ba", "ab", "ba"]
+    data[3 * 512] = ord("c")  # the fourth header's name: "ca", its sum one more
+    with pytest.raises(tarscan.TarError, match="checksum at byte 1536"):
+        list(iter_members(io.BytesIO(bytes(data))))
+    data[3 * 512 + 148 : 3 * 512 + 156] = b"0x12\0   "  # not an octal number
+    with pytest.raises(tarscan.TarError, match="checksum"):
+        list(iter_members(io.BytesIO(bytes(data))))

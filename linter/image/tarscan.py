@@ -95,6 +95,22 @@ def _parse_pax(data: bytes) -> dict[str, str]:
     return out
 
 
+_CHECKSUM_MEMO = 8192  # distinct checksum fields remembered per stream (~1 MB at most)
+
+
+def _checksum_field(field: bytes) -> int:
+    """What the byte sum of a header with checksum ``field`` (bytes 148-156), minus that field's
+    own bytes plus eight spaces, must be: the stored octal value, moved by the field's sum so
+    that it compares with the whole header's sum; -1 (matching no sum) when the field is not a
+    number. The field's bytes sum to less than 65521, so adler32's low half is 1 + their sum."""
+    try:
+        stored = int(field.rstrip(b"\0 "), 8)
+    except ValueError:
+        return -1
+    checked = stored + (zlib.adler32(field) & 0xFFFF) - 257
+    return checked if stored >= 0 and checked >= 0 else -1
+
+
 def _padded(size: int) -> int:
     return (size + BLOCK - 1) // BLOCK * BLOCK
 
@@ -329,6 +345,7 @@ def _members(
     new_member = tuple.__new__
     suffixes: tuple[str, ...] | None = None
     max_read = 0
+    checksums: dict[bytes, int] = {}
     if isinstance(read_data, ContentFilter):
         suffixes, max_read = read_data.suffixes, read_data.max_size
     pread = os.pread
@@ -361,16 +378,16 @@ def _members(
         # the checksum: the header's byte sum with its checksum field read as spaces, from
         # zlib.adler32 (C, 0.2 us) rather than sum() over 512 ints (2.3 us): adler32's low half
         # is 1 + the byte sum mod 65521, and a header sums to less than 2 * 65521, which
-        # leaves two candidates to compare with the stored value; the field's own 8 bytes sum
-        # to less than 65521, so adler32 gives their sum exactly (cheaper than sum() of 8 ints)
+        # leaves two candidates to compare with what the field says (see _checksum_field,
+        # memoised by the field's bytes: a layer's checksums take a few thousand values)
         field = header[148:156]
-        try:
-            stored = int(field.rstrip(b"\0 "), 8)
-        except ValueError:
-            stored = -1
+        checked = checksums.get(field)
+        if checked is None:
+            checked = _checksum_field(field)
+            if len(checksums) < _CHECKSUM_MEMO:
+                checksums[field] = checked
         low = ((adler32(header) & 0xFFFF) - 1) % 65521
-        checked = stored + (adler32(field) & 0xFFFF) - 257
-        if stored < 0 or (checked != low and checked != low + 65521):
+        if checked != low and checked != low + 65521:
             raise TarError(f"bad tar header checksum at byte {base + pos - BLOCK - start}")
         typeflag = header[156]
         field = header[124:136]
