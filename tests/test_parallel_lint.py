@@ -124,3 +124,15 @@ def test_workers_return_every_file_in_order(tmp_path: Path) -> None:
     job = _job(tmp_path, 45)
     outcomes = lint_in_parallel(job, 3)
     assert [o.result.path for o, _ in outcomes if not isinstance(o, str)] == [p for p, _ in job.files]
+
+
+@pytest.mark.parametrize("fmt", ["gitlab", "html", "sarif", "tty"])
+def test_every_format_reads_the_same_from_workers(tmp_path: Path, fmt: str) -> None:
+    """The reporters that read sources (code frames, line fingerprints) get from the workers
+    what one process gives them, redacted."""
+    files = _corpus(tmp_path, 4)
+    files[2].write_text("FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nENV HF_TOKEN=hf_abc123secret\n")
+    serial = run_gpulint("-j", "1", "--no-config", "--format", fmt, *files)
+    parallel = run_gpulint("-j", "2", "--no-config", "--format", fmt, *files)
+    assert serial.returncode == parallel.returncode == 1
+    assert serial.stdout == parallel.stdout and "hf_abc123secret" not in parallel.stdout
