@@ -64,6 +64,10 @@ class Sources(MutableMapping[str, str]):
             value = self._items[path] = value()
         return value
 
+    def __contains__(self, path: object) -> bool:
+        # the mixin's would read the value: `in` must not make (redact) a lazy source
+        return path in self._items
+
     def __setitem__(self, path: str, value: str) -> None:
         self._items[path] = value
 
@@ -90,6 +94,9 @@ class _RedactedSources(Mapping[str, str]):
         if path not in self._done:
             self._done[path] = self._text(self._sources[self._keys[path]])
         return self._done[path]
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._keys  # without redacting the source, as Sources' does
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._keys)

@@ -164,3 +164,24 @@ def test_optimize_refusals_are_redacted(tmp_path: Path, capsys: pytest.CaptureFi
     assert code == 0 and "slimmed in place" in err
     header = out.split("\nFROM ", 1)[0]
     assert "curl" in header and not leaked(header + err)
+
+
+def test_a_report_without_code_frames_never_redacts_the_source(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asking whether a finding's file has a source (`in`) must not make the lazy, redacted one:
+    plain output of a 5,000-line file scanned every line for secrets it never showed."""
+    from gpulint import secrets
+
+    scanned: list[object] = []
+    real = secrets.scan
+    monkeypatch.setattr(secrets, "scan", lambda df: scanned.append(df) or real(df))
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(
+        f"FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nENV HF_TOKEN={PW}\nRUN pip install torch\n"
+    )
+    code, out, _err = run_main(["--no-config", "--format", "plain", str(dockerfile)], capsys)
+    assert code == 1 and "GL601" in out and not leaked(out)
+    assert scanned == []
+    code, out, _err = run_main(["--no-config", "--format", "tty", str(dockerfile)], capsys)
+    assert scanned and not leaked(out)  # a code frame shows the source: redacted

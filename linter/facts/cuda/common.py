@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,16 +40,20 @@ class CompileSignal:
     device_code: bool = True
 
 
-def extension_packages() -> set[str]:
-    return set(packages()["cuda_extension_packages"])
+# the tables as sets, made once (they were rebuilt for every pip install of a long file)
+@functools.cache
+def extension_packages() -> frozenset[str]:
+    return frozenset(packages()["cuda_extension_packages"])
 
 
-def sdist_only_packages() -> set[str]:
-    return set(packages().get("cuda_sdist_only_packages", []))
+@functools.cache
+def sdist_only_packages() -> frozenset[str]:
+    return frozenset(packages().get("cuda_sdist_only_packages", []))
 
 
-def jit_packages() -> set[str]:
-    return set(packages().get("cuda_jit_packages", []))
+@functools.cache
+def jit_packages() -> frozenset[str]:
+    return frozenset(packages().get("cuda_jit_packages", []))
 
 
 def run_exports(lint: LintFacts, instr: Instruction) -> dict[str, str]:
