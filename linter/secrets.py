@@ -149,6 +149,9 @@ class SecretSpan:
     kind: str  # "token" | "password" | "bearer" | "flag" | "assignment"
 
 
+_PRIORITY = {"token": 0, "password": 1, "bearer": 2, "flag": 3, "assignment": 4}
+
+
 def literal_secrets(text: str) -> list[tuple[int, int, str]]:
     """(start, end, kind) of literal credentials in one line of text (variables are not secrets)."""
     out: list[tuple[int, int, str]] = []
@@ -173,10 +176,11 @@ def literal_secrets(text: str) -> list[tuple[int, int, str]]:
         for m in _ASSIGN_RE.finditer(text):
             if is_secret_name(m.group("name")):
                 out.append((m.start("value"), m.end("value"), "assignment"))
+    if len(out) < 2:
+        return out  # most lines: nothing to order or drop
     # one finding per credential: drop spans that overlap an earlier one
     kept: list[tuple[int, int, str]] = []
-    priority = {"token": 0, "password": 1, "bearer": 2, "flag": 3, "assignment": 4}
-    for span in sorted(out, key=lambda s: (s[0], priority[s[2]])):
+    for span in sorted(out, key=lambda s: (s[0], _PRIORITY[s[2]])):
         if not kept or span[0] >= kept[-1][1]:
             kept.append(span)
     return kept

@@ -118,3 +118,34 @@ def test_a_context_is_walked_once_for_every_copy(tmp_path: Path, monkeypatch: py
     )
     assert walks["n"] == 1  # was 20: once per COPY
     assert not [f for f in result.findings if f.code == "GL000"]
+
+
+def test_earlier_layers_are_read_only_when_a_later_run_removes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GL505 works out what earlier layers created, and what they installed, only once an `rm` or
+    an uninstall asks: a long file of installs removes nothing and reads no layer."""
+    from gpulint.rules.layering import gl505_deleted_in_later_layer as gl505
+    from gpulint.rules.layering import lower_layers
+
+    calls = {"created": 0, "installed": 0}
+    real_created, real_installed = gl505._run_creates, lower_layers._installed_names
+
+    def created(*args: object) -> object:
+        calls["created"] += 1
+        return real_created(*args)  # type: ignore[arg-type]
+
+    def installed(*args: object) -> object:
+        calls["installed"] += 1
+        return real_installed(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gl505, "_run_creates", created)
+    monkeypatch.setattr(lower_layers, "_installed_names", installed)
+    config = Config(select=("GL505",))
+    runs = "".join(
+        f"RUN pip install pkg{i}\nRUN wget -O /tmp/f{i}.run https://x/f{i}.run\n" for i in range(50)
+    )
+    assert lint("Dockerfile", "FROM ubuntu:22.04\n" + runs, config).findings == []
+    assert calls == {"created": 0, "installed": 0}
+    tail = "RUN rm -f /tmp/f3.run\nRUN pip uninstall -y pkg7\n"
+    codes = [f.code for f in lint("Dockerfile", "FROM ubuntu:22.04\n" + runs + tail, config).findings]
+    assert codes == ["GL505", "GL505"]
+    assert calls["created"] == 100 and calls["installed"] > 0

@@ -182,11 +182,12 @@ def _unseen_input(ctx: LintContext, chain: list[Stage]) -> str | None:
                 values = cmd.arg_values
                 if _PROJECT_INSTALLERS.get(cmd.name) in values[:1]:
                     return f"`{cmd.name} {values[0]}` installs a project whose dependency files are not read"
-                script = cmd.name if _SCRIPT_RE.search(cmd.name) else None
+                script = cmd.name if "." in cmd.name and _SCRIPT_RE.search(cmd.name) else None
                 if cmd.name in ("sh", "bash") and values[:1] and _SCRIPT_RE.search(values[0]):
                     script = values[0]
-                conda = _CONDA_INSTALLER_RE.search(script or "") or _CONDA_DOWNLOAD_RE.search(instr.args)
-                if script and not conda:
+                if script and not (
+                    _CONDA_INSTALLER_RE.search(script) or _CONDA_DOWNLOAD_RE.search(instr.args)
+                ):
                     return f"{script} is run but not read"
             for _cmd, install in ctx.installs(instr):
                 if install.manager != "pip" or not install.requirement_files:

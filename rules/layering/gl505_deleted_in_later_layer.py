@@ -185,6 +185,28 @@ def _removed_by(commands: list[Command], path: str, workdir: str) -> bool:
     return False
 
 
+class _EarlierLayers:
+    """What the earlier RUN/COPY/ADD layers created, in order, worked out when an ``rm`` first asks:
+    most RUNs of a long file remove nothing, and each layer's paths cost a shell walk or a stat."""
+
+    def __init__(self, ctx: LintContext) -> None:
+        self.ctx = ctx
+        self.created: list[Created] = []
+        self.pending: list[tuple[Stage, Instruction]] = []
+
+    def add(self, stage: Stage, instr: Instruction) -> None:
+        self.pending.append((stage, instr))
+
+    def paths(self) -> list[Created]:
+        for stage, instr in self.pending:
+            if instr.keyword == "RUN":
+                self.created.extend(_run_creates(self.ctx, stage, instr))
+            else:
+                self.created.extend(_copy_creates(self.ctx, stage, instr))
+        self.pending.clear()
+        return self.created
+
+
 def _copy_creates(ctx: LintContext, stage: Stage, instr: Instruction) -> list[Created]:
     if instr.heredocs:
         return []
@@ -300,20 +322,20 @@ class DeletedInLaterLayer(Rule):
             )
 
     def check(self, ctx: LintContext) -> Iterator[Finding]:
-        created: list[Created] = []
+        created = _EarlierLayers(ctx)
         for stage in reversed(ctx.shipped_stages()):
             for instr in stage.instructions:
                 if instr.keyword == "RUN":
                     yield from self._removals(ctx, stage, instr, created)
-                    created.extend(_run_creates(ctx, stage, instr))
+                    created.add(stage, instr)
                 elif instr.keyword in ("COPY", "ADD"):
-                    created.extend(_copy_creates(ctx, stage, instr))
+                    created.add(stage, instr)
         from gpulint.rules.layering.lower_layers import removed_from_lower_layers
 
         yield from removed_from_lower_layers(self, ctx)
 
     def _removals(
-        self, ctx: LintContext, stage: Stage, instr: Instruction, created: list[Created]
+        self, ctx: LintContext, stage: Stage, instr: Instruction, created: _EarlierLayers
     ) -> Iterator[Finding]:
         cwd = workdir_at(stage, instr)
         writes: list[Created] | None = None
@@ -330,7 +352,9 @@ class DeletedInLaterLayer(Rule):
                 cwd = absolute_path(cwd, cmd.arg_values[-1])
                 continue
             for written, target in rm_targets(cmd, cwd):
-                origin = next((c for c in reversed(created) if _matches(c.path, target, c.contents)), None)
+                origin = next(
+                    (c for c in reversed(created.paths()) if _matches(c.path, target, c.contents)), None
+                )
                 if origin is None:
                     continue
                 if any(_matches(c.path, target, c.contents) for c in own_writes()):

@@ -99,6 +99,7 @@ def removed_from_lower_layers(rule: Rule, ctx: LintContext) -> Iterator[Finding]
     base = ctx.base_info(stages[0])
     family = base.family if base is not None else "other"
     earlier: dict[str, tuple[Manager, int]] = {}  # canonical name -> (manager, line of the RUN)
+    pending: list[Instruction] = []  # RUNs whose installs are not in ``earlier`` yet: read when asked
     for stage in stages:
         for instr in stage.instructions:
             if instr.keyword != "RUN":
@@ -122,6 +123,10 @@ def removed_from_lower_layers(rule: Rule, ctx: LintContext) -> Iterator[Finding]
                 found = _uninstalled(cmd)
                 if found is None:
                     continue
+                for item in pending:  # in order, as if each RUN had been noted when passed
+                    for key, installed_by in _installed_names(ctx, item).items():
+                        earlier[key] = (installed_by, item.line)
+                pending.clear()
                 manager, names = found
                 mine = _installed_names(ctx, instr, cmd)
                 lower: list[str] = []
@@ -152,5 +157,4 @@ def removed_from_lower_layers(rule: Rule, ctx: LintContext) -> Iterator[Finding]
                     line=cmd.line,
                     column=cmd.argv[0].column,
                 )
-            for key, manager in _installed_names(ctx, instr).items():
-                earlier[key] = (manager, instr.line)
+            pending.append(instr)
