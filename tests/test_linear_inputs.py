@@ -149,3 +149,31 @@ def test_earlier_layers_are_read_only_when_a_later_run_removes(monkeypatch: pyte
     codes = [f.code for f in lint("Dockerfile", "FROM ubuntu:22.04\n" + runs + tail, config).findings]
     assert codes == ["GL505", "GL505"]
     assert calls["created"] == 100 and calls["installed"] > 0
+
+
+def test_the_shipped_chain_is_judged_a_build_container_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GL101 and GL507 both ask whether the shipped stages are a build or dev environment: one
+    walk of the chain per lint answers both."""
+    from gpulint.facts.cuda import purpose
+
+    calls = {"build": 0, "dev": 0}
+    real_build, real_dev = purpose._build_container, purpose._dev_environment
+
+    def build(*args: object) -> object:
+        calls["build"] += 1
+        return real_build(*args)  # type: ignore[arg-type]
+
+    def dev(*args: object) -> object:
+        calls["dev"] += 1
+        return real_dev(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(purpose, "_build_container", build)
+    monkeypatch.setattr(purpose, "_dev_environment", dev)
+    text = (
+        "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+        "RUN apt-get update && apt-get install -y gcc && gcc -O2 -o /usr/bin/tool tool.c\n"
+        'CMD ["tool"]\n'
+    )
+    codes = {f.code for f in lint("Dockerfile", text, Config(select=("GL101", "GL507"))).findings}
+    assert codes == {"GL101", "GL507"}
+    assert calls == {"build": 1, "dev": 1}

@@ -98,16 +98,19 @@ class BuildToolsShipped(Rule):
         triton = _installs_any(ctx, "triton_runtime_packages") or _pytorch_base(ctx)
         for stage in ctx.shipped_stages():
             for instr in stage.instructions:
-                removed = _removed_packages(ctx.commands(instr))
+                removed: set[str] | None = None  # what the RUN removes again: read once it installs
                 for cmd, install in ctx.installs(instr):
                     if install.manager not in ("apt", "yum"):
                         continue
+                    if removed is None:
+                        removed = _removed_packages(ctx.commands(instr))
+                    gone = removed
                     tools = [
                         s.name
                         for s in install.packages
                         if s.name
                         and BUILD_TOOL_RE.match(s.name)
-                        and s.name not in removed
+                        and s.name not in gone
                         and not (triton and _TRITON_BUILD_NEEDS_RE.match(s.name))
                     ]
                     if tools:

@@ -110,7 +110,15 @@ def own_entry(chain: list[Stage]) -> bool:
 def dev_environment(lint: LintFacts, chain: list[Stage]) -> str | None:
     """An image with no entry of its own that gives a user password-less sudo: the dev-container
     convention (people log in and build there). Editors or compilers alone are no such sign: application
-    images install them too (measured on the real-world corpus)."""
+    images install them too (measured on the real-world corpus). Once per lint and chain."""
+    known = lint.memo(dev_environment)
+    key = tuple(id(stage) for stage in chain)
+    if key not in known:
+        known[key] = _dev_environment(chain)
+    return known[key]
+
+
+def _dev_environment(chain: list[Stage]) -> str | None:
     if own_entry(chain):
         return None
     for stage in chain:
@@ -129,7 +137,17 @@ def build_container(lint: LintFacts, chain: list[Stage]) -> str | None:
       people who build in the container), wheels built for other images to install (`pip wheel`
       whose wheels this image never installs), or TensorFlow's source-build settings
       (`TF_NEED_CUDA`...) with no build run (the build runs in the container).
+
+    Worked out once per lint and chain (GL101 and GL507 ask of the shipped stages).
     """
+    known = lint.memo(build_container)
+    key = tuple(id(stage) for stage in chain)
+    if key not in known:
+        known[key] = _build_container(lint, chain)
+    return known[key]
+
+
+def _build_container(lint: LintFacts, chain: list[Stage]) -> str | None:
     found = _build_tree_on_path(lint, chain)
     if found is None and not own_entry(chain):
         found = (
