@@ -130,4 +130,3 @@ def test_secret_names_are_the_tables_globs(name: str) -> None:
     else:
         expected = upper in table["exact"] or any(fnmatch.fnmatchcase(upper, p) for p in table["patterns"])
     assert is_secret_name(name) == expected
-
