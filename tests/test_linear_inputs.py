@@ -139,14 +139,14 @@ def test_earlier_layers_are_read_only_when_a_later_run_removes(monkeypatch: pyte
 
     monkeypatch.setattr(gl505, "_run_creates", created)
     monkeypatch.setattr(lower_layers, "_installed_names", installed)
-    config = Config(select=("GL505",))
+    options = LintOptions(Config(select=("GL505",)))
     runs = "".join(
         f"RUN pip install pkg{i}\nRUN wget -O /tmp/f{i}.run https://x/f{i}.run\n" for i in range(50)
     )
-    assert lint("Dockerfile", "FROM ubuntu:22.04\n" + runs, config).findings == []
+    assert lint("Dockerfile", "FROM ubuntu:22.04\n" + runs, options).findings == []
     assert calls == {"created": 0, "installed": 0}
     tail = "RUN rm -f /tmp/f3.run\nRUN pip uninstall -y pkg7\n"
-    codes = [f.code for f in lint("Dockerfile", "FROM ubuntu:22.04\n" + runs + tail, config).findings]
+    codes = [f.code for f in lint("Dockerfile", "FROM ubuntu:22.04\n" + runs + tail, options).findings]
     assert codes == ["GL505", "GL505"]
     assert calls["created"] == 100 and calls["installed"] > 0
 
@@ -174,6 +174,8 @@ def test_the_shipped_chain_is_judged_a_build_container_once(monkeypatch: pytest.
         "RUN apt-get update && apt-get install -y gcc && gcc -O2 -o /usr/bin/tool tool.c\n"
         'CMD ["tool"]\n'
     )
-    codes = {f.code for f in lint("Dockerfile", text, Config(select=("GL101", "GL507"))).findings}
+    codes = {
+        f.code for f in lint("Dockerfile", text, LintOptions(Config(select=("GL101", "GL507")))).findings
+    }
     assert codes == {"GL101", "GL507"}
     assert calls == {"build": 1, "dev": 1}
