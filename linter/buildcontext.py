@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from gpulint.records import record
 
 from .dockerfile import Instruction, Stage
 from .installers import Install, PackageSpec, conda_spec, parse_pip_spec
@@ -152,7 +154,7 @@ def display_path(ctx: LintFacts, local: Path) -> str:
 # -- requirements files ------------------------------------------------------
 
 
-@dataclass
+@record
 class RequirementsFile:
     path: Path
     display: str
@@ -276,7 +278,7 @@ def _already_read(path: Path, seen: set[Path]) -> bool:
 # -- conda environment and spec files ----------------------------------------
 
 
-@dataclass
+@record
 class CondaFile:
     path: Path
     display: str
@@ -362,7 +364,7 @@ def _pip_section(result: CondaFile, node: object, root: Path | None) -> Requirem
 # -- what one install command installs ---------------------------------------
 
 
-@dataclass
+@record
 class PipSources:
     """Everything one pip install command installs: its own specs plus its -r files."""
 

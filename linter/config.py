@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
+
+from gpulint.records import record
 
 from .finding import Severity
 from .lazyre import lazy_re
@@ -37,7 +39,7 @@ class ConfigError(ValueError):
         super().__init__(" ".join(message.split()))
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Config:
     select: tuple[str, ...] | None = None  # None: the rules on by default
     ignore: tuple[str, ...] = ()

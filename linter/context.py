@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from .config import Config
 from .dockerfile import Stage
@@ -16,7 +18,7 @@ _TOOLCHAIN_MARKERS = frozenset({"base", "builder", "build", "dev", "devel", "dev
 _STAGE_MARKERS = _TOOLCHAIN_MARKERS - {"base"}
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class LintContext(LintFacts):
     """One lint of one Dockerfile: its facts (commands, installs, ``facts(stage)``...) and settings."""
 

@@ -20,9 +20,10 @@ import os
 import posixpath
 import re
 import stat
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from gpulint.records import record
 
 from .dockerfile import Instruction
 
@@ -35,7 +36,7 @@ _NAME_MAX = 255  # the longest file name Linux file systems (and macOS's) allow,
 _UTF8_BOM = "\ufeff"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CopiedFile:
     relative: str  # posix path relative to the context root
     size: int
@@ -45,7 +46,7 @@ class CopiedFile:
 _Token = tuple[str, "str | re.Pattern[str] | None"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class IgnoreRule:
     regex: re.Pattern[str] | None  # None: a suffix match (see :func:`compile_pattern`)
     negated: bool

@@ -7,13 +7,14 @@ where rules build these edits, imports neither difflib nor tempfile.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+
+from gpulint.records import record
 
 from .dockerfile import Dockerfile, Instruction, split_words, word_spans
 from .finding import Edit
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Token:
     line: int  # 1-based
     start: int  # 0-based column of the first character

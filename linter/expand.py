@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 _NAME_START = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _NAME_CHARS = _NAME_START | set("0123456789")
@@ -17,7 +19,7 @@ _TRIM_BUDGET = 2_000_000
 MAX_EXPANDED_CHARS = 256 * 1024
 
 
-@dataclass
+@record
 class Expanded:
     text: str
     missing: list[str] = field(default_factory=list)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass
+
+from gpulint.records import record
 
 
 class Severity(enum.IntEnum):
@@ -35,7 +36,7 @@ class FixSafety(enum.Enum):
         return self.value
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Edit:
     """Replace ``[start, end)`` (1-based line, 1-based column, end exclusive) with ``text``."""
 
@@ -46,14 +47,14 @@ class Edit:
     text: str
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fix:
     description: str
     safety: FixSafety
     edits: tuple[Edit, ...] = ()
 
 
-@dataclass
+@record
 class Finding:
     code: str
     slug: str

@@ -28,8 +28,10 @@ import operator
 import re
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, NamedTuple
+
+from gpulint.records import record
 
 from .config import Config
 from .digestfix import DigestLookup, registry_digest
@@ -56,7 +58,7 @@ class Span(NamedTuple):
     text: str
 
 
-@dataclass
+@record
 class Candidate:
     finding: Finding
     fix: Fix
@@ -75,7 +77,7 @@ class Candidate:
         return (start, end, self.finding.code, self.fix.description, self.finding.column)
 
 
-@dataclass
+@record
 class FixOutcome:
     """What fixing one file did. ``fixed`` is the new text (equal to ``original`` when nothing changed)."""
 
@@ -229,7 +231,7 @@ def _conflicts_taken(span: Span, starts: list[int], taken: list[Span]) -> bool:
 # -- the engine ----------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class _Settings:
     path: str
     config: Config | None

@@ -11,13 +11,14 @@ import contextlib
 import difflib
 import os
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+
+from gpulint.records import record
 
 BOM = b"\xef\xbb\xbf"
 
 
-@dataclass
+@record
 class SourceFile:
     """A Dockerfile as read from disk, with what writing it back must keep."""
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from gpulint.records import record
 
 from . import data
 from .installers import Install, PackageSpec
@@ -19,7 +20,7 @@ _WHL_INDEX_RE = lazy_re(r"/whl/(?:nightly/|test/)?(cu\d{2,3}|cpu|rocm[\d.]+)(?:/
 _VARIANT_SEGMENT_RE = lazy_re(r"/(cu\d{2,3}|cpu|rocm[\d.]+)/")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Variant:
     kind: str  # "cuda" | "cpu" | "rocm"
     cuda: str | None  # "12.4" when known

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
+
+from gpulint.records import record
 
 from . import data
 from .imageref import ImageRef
@@ -54,7 +55,7 @@ def tag_floats(tag: str | None) -> bool:
     return "latest" in (parts[0], parts[-1]) or not _PINNING_PART.search(tag)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BaseInfo:
     """What gpulint knows of a base image from its name and tag alone."""
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from gpulint.records import record
 
 from .lazyre import lazy_re
 
@@ -16,7 +16,7 @@ _REGISTRY_RE = lazy_re(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ImageRef:
     registry: str  # "docker.io", "nvcr.io", "localhost:5000", ...
     repository: str  # "nvidia/cuda", "library/ubuntu"

@@ -6,8 +6,10 @@ import functools
 import os
 import re
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
+
+from gpulint.records import record
 
 from . import data
 from .lazyre import lazy_re
@@ -82,7 +84,7 @@ _VCS_URL_RE = lazy_re(r"^(git|hg|svn|bzr)\+")
 _NAMED_URL_RE = lazy_re(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*@")
 
 
-@dataclass
+@record
 class PackageSpec:
     raw: str
     word: Word
@@ -107,7 +109,7 @@ class PackageSpec:
 Manager = Literal["apt", "yum", "apk", "pip", "conda"]
 
 
-@dataclass
+@record
 class Install:
     manager: Manager
     tool: str  # the program as written: apt-get, pip3, uv, micromamba...

@@ -17,9 +17,10 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 
+from gpulint.records import record
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path, uri_scheme
@@ -121,7 +122,7 @@ class Positions:
         return self.lsp_starts[index] if index < len(self.lsp_starts) else len(self.text)
 
 
-@dataclass
+@record
 class Linted:
     """One lint of one version of a document: what the diagnostics, actions and hovers come from."""
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from .dockerfile import Dockerfile, Instruction
 from .lazyre import lazy_re
@@ -13,7 +15,7 @@ PRAGMA_RE = lazy_re(
 )
 
 
-@dataclass
+@record
 class Pragma:
     line: int
     kind: str  # ignore | ignore-file

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import overload
+
+from gpulint.records import record
 
 from .finding import Edit, Finding, Fix, FixSafety, Severity
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuleInfo:
     code: str
     slug: str
@@ -105,7 +107,7 @@ class _RedactedSources(Mapping[str, str]):
         return len(self._keys)
 
 
-@dataclass
+@record
 class Report:
     findings: list[Finding]
     files: list[str] = field(default_factory=list)

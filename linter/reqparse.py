@@ -12,7 +12,8 @@ which stays the authority: tests/test_reqparse.py checks the fast path against i
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from gpulint.records import record
 
 from .lazyre import lazy_re
 
@@ -36,7 +37,7 @@ _CLAUSE_RE = {
 _OP_RE = lazy_re(r"~=|==|!=|<=|>=|<|>")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ParsedRequirement:
     name: str  # as written
     extras: frozenset[str]

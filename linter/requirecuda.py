@@ -25,7 +25,9 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from . import data
 from .lazyre import lazy_re
@@ -78,7 +80,7 @@ def driver_branch(driver: str) -> str:
     return driver.split(".")[0]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Host:
     """What the toolkit knows about the host. None: unknown (lint time)."""
 
@@ -94,7 +96,7 @@ class Host:
         return cuda_for_driver(self.driver) if self.driver else None
 
 
-@dataclass
+@record
 class Condition:
     prop: str
     op: str
@@ -128,7 +130,7 @@ class Condition:
         }[self.op]
 
 
-@dataclass
+@record
 class Requirement:
     variable: str
     text: str
@@ -140,7 +142,7 @@ class Requirement:
         return self.text.split(" ", 1)[0] if self.text else ""
 
 
-@dataclass
+@record
 class Evaluation:
     satisfied: bool | None  # None: depends on what is unknown about the host (brand, arch)
     disabled: bool = False

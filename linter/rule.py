@@ -9,8 +9,9 @@ import os
 import re
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
+
+from gpulint.records import record
 
 from . import catalogue
 from .finding import Edit, Finding, Fix, FixSafety, Severity
@@ -178,7 +179,7 @@ class Rule:
         return "\n".join(parts).rstrip() + "\n"
 
 
-@dataclass
+@record
 class FixRequest:
     """What the fix engine gives :meth:`Rule.resolve_fix`: the text as fixed so far, the finding
     the rule made on it, how the file is built, and what the engine allows beyond the file."""

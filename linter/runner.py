@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
+
+from gpulint.records import record
 
 from .config import Config
 from .context import LintContext
@@ -37,7 +39,7 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LintOptions:
     """How a file is linted besides its text: the one value every caller builds and passes on
     (the CLI to its workers and its fixer, the language server, optimize, image history checks,
@@ -55,7 +57,7 @@ class InputError(ValueError):
     """Input gpulint cannot lint (missing, unreadable, binary): exit 2, one line."""
 
 
-@dataclass
+@record
 class LintResult:
     path: str
     findings: list[Finding]

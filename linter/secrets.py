@@ -10,7 +10,9 @@ import fnmatch
 import functools
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
+
+from gpulint.records import record
 
 from . import data
 from .dockerfile import Dockerfile
@@ -141,7 +143,7 @@ def _secret_names() -> tuple[frozenset[str], tuple[str, ...], frozenset[str], re
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SecretSpan:
     line: int
     start: int  # 0-based column in the line

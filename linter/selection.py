@@ -9,10 +9,11 @@ them with :meth:`RuleOptions.apply` over the config it found.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, TypeVar
 
 import click
+from gpulint.records import record
 
 from .config import Config, ConfigError, check_selection, parse_severity_map
 from .finding import Severity
@@ -46,7 +47,7 @@ def check_rule_names(option: str, names: Sequence[str]) -> None:
             raise ConfigError(f"{option}: {problem}")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RuleOptions:
     """What the command line says about rules; applied over a config file's settings."""
 

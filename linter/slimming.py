@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from . import __version__
 from .config import Config
@@ -36,7 +38,7 @@ def is_size_finding(finding: Finding) -> bool:
     return finding.code == "GL101" or finding.code.startswith(("GL30", "GL5"))
 
 
-@dataclass
+@record
 class Slimmed:
     """A rewrite in place: ``text`` with ``changes`` (one line each) and the size findings left."""
 
@@ -72,7 +74,7 @@ def _change(finding: Finding, offset: int = 0) -> str:
     return f"line {finding.line + offset}: {what} ({finding.code}: {finding.message})"
 
 
-@dataclass
+@record
 class _Header:
     """What the header says: moves across stages, the fixes applied, what was not done, what is left."""
 

@@ -10,9 +10,10 @@ or a pyproject.toml that is not in the context, tells nothing here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gpulint.records import record
 
 from .installers import UV_GLOBAL_VALUE_OPTIONS, canonical_name
 from .shell import Command, Word
@@ -55,7 +56,7 @@ _SYNC_VALUE_OPTIONS = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UvSync:
     """A `uv sync` command: which extras it installs (None: all) and where the project is."""
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
+from gpulint.records import record
 
 from .. import __version__
 from ..config import (
@@ -257,7 +258,7 @@ def display_path(path: Path) -> str:
 _DEFAULT_CONFIG = Config()  # frozen: every file without a config file shares it
 
 
-@dataclass
+@record
 class ConfigFinder:
     """The config for each linted file: ``--config``/``--no-config``, else the nearest one above it."""
 

@@ -6,11 +6,11 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+from gpulint.records import record
 
 from ..atomic import write_atomic
 from ..errors import UserError
@@ -70,7 +70,7 @@ def _format_output_order(argv: Sequence[str], command: click.Command) -> list[tu
     return order
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Target:
     fmt: str
     path: str | None  # None: stdout

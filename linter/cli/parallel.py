@@ -12,8 +12,9 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from gpulint.records import record
 
 from ..config import Config
 from .common import one_line, report_crash
@@ -27,7 +28,7 @@ _CHUNK_BYTES = 4  # a chunk's number in the work pipe (one read of a pipe this s
 _MAX_CHUNKS = 8192  # 32 KB of chunk numbers: a pipe holds 64 KB
 
 
-@dataclass
+@record
 class LintJob:
     """What every worker needs, inherited through fork: the files, each with its options (its config)."""
 
@@ -35,7 +36,7 @@ class LintJob:
     debug: bool
 
 
-@dataclass
+@record
 class Linted:
     result: LintResult
     crashes: int

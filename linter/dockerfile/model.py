@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from gpulint.records import record
 
 from ..expand import Expanded, expand, expand_word
 from ..imageref import ImageRef
@@ -50,7 +52,7 @@ class DockerfileError(ValueError):
     """A problem that makes the file unreadable as a Dockerfile (binary, not text)."""
 
 
-@dataclass
+@record
 class Heredoc:
     name: str
     body: str
@@ -61,13 +63,13 @@ class Heredoc:
     terminated: bool = True
 
 
-@dataclass
+@record
 class ParseProblem:
     line: int
     message: str
 
 
-@dataclass
+@record
 class Instruction:
     """One instruction. Lines are 1-based and inclusive."""
 
@@ -147,7 +149,7 @@ class Instruction:
         return list(self._memo["expanded_key_values"])
 
 
-@dataclass
+@record
 class Stage:
     index: int
     name: str | None
@@ -230,7 +232,7 @@ class Stage:
         return result
 
 
-@dataclass
+@record
 class Dockerfile:
     path: str
     text: str

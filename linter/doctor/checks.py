@@ -7,13 +7,15 @@ import os
 import re
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+
+from gpulint.records import record
 
 from ..requirecuda import Host, compare, driver_needed, evaluate, mvc_floor
 from .probes import DATACENTER_BRANDS, START_DAEMON, DaemonProbe, GpuProbe, Runner, cdi_specs, run_command
 
 
-@dataclass
+@record
 class Check:
     name: str
     status: str  # pass | warn | fail | info
@@ -24,7 +26,7 @@ class Check:
 # -- the checks ---------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class ImageFacts:
     """What doctor needs from an image: its environment, size and the arch list it was built for."""
 

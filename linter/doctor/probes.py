@@ -12,9 +12,11 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
+
+from gpulint.records import record
 
 from ..requirecuda import cuda_for_driver
 
@@ -34,7 +36,7 @@ def run_command(args: Sequence[str]) -> tuple[int, str]:
     return proc.returncode, proc.stdout
 
 
-@dataclass
+@record
 class Gpu:
     index: int
     name: str
@@ -44,7 +46,7 @@ class Gpu:
     brand: str | None = None
 
 
-@dataclass
+@record
 class GpuProbe:
     driver: str | None = None
     cuda: str | None = None  # what the driver supports
@@ -153,7 +155,7 @@ def _text(value: Any) -> str:
 # -- daemon -------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class DaemonProbe:
     reachable: bool = False
     version: str | None = None

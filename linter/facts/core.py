@@ -8,9 +8,11 @@ same questions and a 5,000-instruction file must not be parsed again per rule.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
+
+from gpulint.records import record
 
 from ..dockerfile import Dockerfile, Instruction, Stage
 from ..installers import Install, parse_install
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 V = TypeVar("V")
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class LintFacts:
     """The Dockerfile being linted, where its build context is, and the facts derived from them."""
 

@@ -12,8 +12,10 @@ import posixpath
 import re
 from array import array
 from collections.abc import Callable, Iterable, Iterator, MutableSequence, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from gpulint.records import record
 
 from ..lazyre import lazy_re
 from .sizetree import SizeNode, build_tree
@@ -39,7 +41,7 @@ _CACHE_PREFIXES = tuple(prefix for prefixes in CACHE_DIRS.values() for prefix in
 TREE_NODES = 1200  # size-tree nodes for a whole image (the HTML treemap), shared by its layers
 
 
-@dataclass
+@record
 class LayerReport:
     index: int
     digest: str | None
@@ -51,14 +53,14 @@ class LayerReport:
     tree: SizeNode | None = None  # directories -> files by bytes, bounded (see sizetree)
 
 
-@dataclass
+@record
 class FileRef:
     path: str
     size: int
     layer: int
 
 
-@dataclass
+@record
 class Analysis:
     image: ImageData
     layers: list[LayerReport]
@@ -264,7 +266,7 @@ _NSIGHT = ("opt/nvidia/nsight", "usr/local/cuda/nsight")
 _NVIDIA_WHEELS = "-packages/nvidia/"
 
 
-@dataclass
+@record
 class LayerScan:
     """What one layer holds: its entries for stacking, and the evidence found in its files.
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
+
+from gpulint.records import record
 
 from ..config import Config
 from ..finding import Finding, Severity
@@ -30,7 +31,7 @@ def env_of(config: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-@dataclass
+@record
 class ImageEvidence:
     """What a rule's ``check_image`` sees of an image: the analysis of its config and layers,
     the config's Env, and the lint config (``min_driver``...)."""

@@ -9,16 +9,17 @@ import json
 import os
 import re
 import subprocess
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gpulint.records import record
 
 from .blobs import ImageError, safe_name
 
 DOCKER_HUB_HOST = "registry-1.docker.io"
 
 
-@dataclass
+@record
 class Credentials:
     username: str
     password: str

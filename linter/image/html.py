@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from gpulint.records import record
 
 from ..reporters.html import esc, page, script_json, severity_badge
 from ..rule import all_rules, find_rule, first_line
@@ -182,7 +183,7 @@ def squarify(
 # -- the treemap ------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class _Node:
     """A treemap node: a layer, a directory, a file or folded small entries."""
 

@@ -16,9 +16,11 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlencode, urljoin, urlparse
+
+from gpulint.records import record
 
 from ..lazyre import lazy_re
 from .blobs import ImageError, Verifying, check_digest, decompress, safe_name
@@ -70,7 +72,7 @@ def parse_www_authenticate(header: str) -> tuple[str, dict[str, str]]:
     return scheme.lower(), params
 
 
-@dataclass
+@record
 class RegistryClient:
     host: str
     repository: str

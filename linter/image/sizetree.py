@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 # What a byte is, for the colours of the treemap: the first that applies.
 CATEGORIES = ("hidden", "weights", "driver", "toolkit", "cuda", "cache", "other")
@@ -21,7 +23,7 @@ MAX_DIRS = 20  # shown subdirectories of one open directory
 MAX_FILES = 10  # shown files of one open directory
 
 
-@dataclass
+@record
 class SizeNode:
     name: str  # the path component ("" for a layer's root); a "rest" node: a description
     kind: str  # "dir", "file" or "rest" (small entries folded together)

@@ -14,9 +14,11 @@ import json
 import os
 import posixpath
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
+
+from gpulint.records import record
 
 # ImageError and decompress are part of this module's interface (callers import them from here)
 from .blobs import ImageError as ImageError
@@ -34,7 +36,7 @@ INDEX_TYPES = (
 )
 
 
-@dataclass
+@record
 class Layer:
     index: int
     digest: str | None  # blob digest (compressed) when known
@@ -43,7 +45,7 @@ class Layer:
     diff_id: str | None = None
 
 
-@dataclass
+@record
 class ImageData:
     source: str
     reference: str

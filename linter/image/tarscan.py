@@ -15,8 +15,9 @@ import os
 import stat
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
+
+from gpulint.records import record
 
 BLOCK = 512
 MAX_META_BYTES = 1 << 20  # a long-name or PAX record larger than this is corrupt
@@ -26,7 +27,7 @@ MAX_LAYER_BYTES = 32 * 1024**3  # uncompressed bytes of one layer (a gzip bomb e
 MAX_NAME_BYTES = 256 * 1024**2  # names, link targets and PAX records of one stream, summed
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Limits:
     """What one tar stream may hold before it is refused as hostile (a TarError)."""
 
@@ -273,7 +274,7 @@ _META = frozenset(b"LKxg")
 _ZERO_BLOCK = bytes(BLOCK)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ContentFilter:
     """A ``read_data`` that asks for files whose name ends with one of ``suffixes`` and whose
     size is below ``max_size``. The walk tests it inline (a C-level ``endswith``) instead of

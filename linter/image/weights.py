@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+
+from gpulint.records import record
 
 from .. import data as facts
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WeightRules:
     extensions: tuple[str, ...]  # every weight extension (candidates)
     unambiguous: tuple[str, ...]

@@ -8,9 +8,11 @@ import posixpath
 import re
 import shlex
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from gpulint.records import record
 
 from ..lazyre import lazy_re
 from ..runner import (
@@ -37,7 +39,7 @@ MAX_FILE_DEPTH = 8  # nested include/extends files
 _REMOTE_RE = lazy_re(r"^(?:[a-z][a-z0-9+.-]*://|git@|github\.com/)", re.I)
 
 
-@dataclass
+@record
 class BuildInfo:
     """What a service's ``build:`` makes: its Dockerfile, linted with the service's args and target."""
 
@@ -49,7 +51,7 @@ class BuildInfo:
     volumes: list[str] = field(default_factory=list)  # VOLUME paths of the shipped stage
 
 
-@dataclass
+@record
 class Service:
     name: str
     key: Node  # the service's name in its file

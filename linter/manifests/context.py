@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from ..config import Config
 from ..pragmas import Pragma
@@ -14,7 +16,7 @@ from .kubernetes import Container
 from .yamlmodel import Node, YamlFile
 
 
-@dataclass
+@record
 class ManifestContext:
     """What the GL7xx rules (and GL103 for manifests) see."""
 

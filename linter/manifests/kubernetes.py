@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from .yamlmodel import Node
 
@@ -20,7 +22,7 @@ POD_SPEC_PATHS: dict[str, tuple[str, ...]] = {
 }
 
 
-@dataclass
+@record
 class Container:
     name: str
     node: Node  # the container's mapping

@@ -10,8 +10,10 @@ bomb), a file larger than :data:`MAX_MANIFEST_BYTES`, bad YAML or a recursive al
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from gpulint.records import record
 
 from ..discovery import MAX_MANIFEST_BYTES
 from ..pragmas import PRAGMA_RE, Pragma
@@ -39,7 +41,7 @@ class ManifestError(ValueError):
 # -- the node model ------------------------------------------------------------------------
 
 
-@dataclass(eq=False, slots=True)
+@record(eq=False, slots=True)
 class Node:
     """One YAML node: a mapping, a sequence or a scalar, with its place in its file.
 
@@ -124,7 +126,7 @@ class Node:
 Interpolate = Callable[[str], tuple[str, bool, bool]]  # text -> (value, unresolved, secret)
 
 
-@dataclass
+@record
 class YamlFile:
     """One parsed file: its documents, comments and the line ranges pragmas cover."""
 
@@ -141,7 +143,7 @@ class YamlFile:
         return self.documents[0] if self.documents else None
 
 
-@dataclass
+@record
 class YamlPragma(Pragma):
     """A pragma in a YAML comment: covers the node that starts on the next line (or its own)."""
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from ..dockerfile import Instruction, Stage
 from .model import APT_LISTS_CLEANUP, VENV, Refused, Step, short
@@ -61,7 +63,7 @@ def artifacts_of(stage: Stage, steps: dict[int, Step]) -> list[str]:
     return artifacts
 
 
-@dataclass
+@record
 class Emitter:
     """The two stages as they are written; ``dropped_*`` say what the shipped stage left out."""
 

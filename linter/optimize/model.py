@@ -4,7 +4,9 @@ links (:class:`Element`, :class:`Step`), the result (:class:`Optimized`) and the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from ..dockerfile import Instruction
 from ..shell import Command
@@ -22,7 +24,7 @@ class Refused(Exception):
         self.reasons = reasons
 
 
-@dataclass
+@record
 class Optimized:
     text: str
     changes: list[str]
@@ -30,7 +32,7 @@ class Optimized:
     final_base: str
 
 
-@dataclass
+@record
 class Element:
     """One link of a RUN's ``&&`` chain."""
 
@@ -43,7 +45,7 @@ class Element:
     clone_dir: str | None = None
 
 
-@dataclass
+@record
 class Step:
     """A RUN of the input, cut into parts that go to the builder, the shipped stage or both."""
 

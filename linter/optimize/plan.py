@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+from gpulint.records import record
 
 from .. import __version__
 from ..config import Config
@@ -124,7 +125,7 @@ def _splittable(df: Dockerfile, stage: Stage, ctx: LintContext) -> BaseInfo:
     return info
 
 
-@dataclass
+@record
 class _Weights:
     """Where weights go into the image (GL301 downloads and ADDs, GL302 COPYs), by line."""
 

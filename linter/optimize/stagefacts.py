@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from ..dockerfile import Dockerfile, Instruction, Stage
 from ..gpubase import BaseInfo, classify
@@ -45,7 +47,7 @@ COMPILER_ENV = (
 BROAD_SOURCES = frozenset({"/", "/.", "/usr", "/usr/", "/usr/local", "/usr/local/", "/usr/local/."})
 
 
-@dataclass
+@record
 class Restructured:
     """``text`` with the moves made; ``changes`` and ``blocked`` one line each (lines as in the input)."""
 
@@ -54,7 +56,7 @@ class Restructured:
     blocked: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class Edit:
     """Replace lines ``start..end`` (1-based, inclusive; ``end = start - 1`` inserts) with ``lines``."""
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from gpulint.records import record
 
 from ..expand import expand
 from ..lazyre import lazy_re
@@ -31,7 +33,7 @@ _FB_BRANCH_CLOSERS = frozenset({"fi", "esac", "done"})
 _ASSIGNMENT_RE = lazy_re(r"^[A-Za-z_][A-Za-z0-9_]*\+?=")
 
 
-@dataclass
+@record
 class _Token:
     kind: str  # word | op | redirect | heredoc
     text: str  # words: unquoted; operators: the operator

@@ -5,8 +5,10 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from gpulint.records import record
 
 from ..lazyre import lazy_re
 
@@ -31,7 +33,7 @@ _WRAPPER_OPTS_WITH_VALUE = {
 _RUN_IN_ENV = frozenset({"conda", "mamba", "micromamba", "poetry", "pipenv"})
 
 
-@dataclass
+@record
 class Word:
     text: str  # unquoted (best effort); variables left as written
     raw: str
@@ -46,7 +48,7 @@ class Word:
             self.value = self.text
 
 
-@dataclass
+@record
 class Redirect:
     op: str
     target: str
@@ -54,7 +56,7 @@ class Redirect:
     column: int
 
 
-@dataclass
+@record
 class Command:
     """A simple command. ``argv[0]`` is the program after wrappers (sudo, env...)."""
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from gpulint.records import record
 
 if TYPE_CHECKING:
     from ..dockerfile import Instruction
@@ -15,7 +16,7 @@ from .treesitter import _ascii_only, _text
 # -- a RUN cut short ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Unfinished:
     """A shell-form RUN that ends before its script does: /bin/sh stops with
     "end of file unexpected". ``missing`` is what the script still needs (``fi``,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction
 from gpulint.finding import Finding, Severity
+from gpulint.records import record
 from gpulint.requirecuda import (
     Evaluation,
     Host,
@@ -43,7 +43,7 @@ _FORWARD = (
 _CONSUMER_BRANDS = ("geforce", "titan")
 
 
-@dataclass
+@record
 class ImageCuda:
     """The CUDA version a shipped image carries, and the environment the toolkit will see."""
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from gpulint import data
@@ -14,6 +13,7 @@ from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.frameworks import torch_variant
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
+from gpulint.records import record
 from gpulint.rule import Rule, register
 from gpulint.rules.pinning.kernels import pip_specs
 from gpulint.secrets import redact_secrets
@@ -46,7 +46,7 @@ _LIB_DIRS_RE = lazy_re(r"cuda|nvidia|/lib|site-packages|dist-packages|venv|conda
 _L4T_TAG_RE = lazy_re(r"^r(\d+)\.(\d+)")
 
 
-@dataclass
+@record
 class _Need:
     spec: PackageSpec | None  # None: an install whose package list gpulint cannot read (-r file)
     instr: Instruction

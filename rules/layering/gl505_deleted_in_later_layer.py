@@ -6,7 +6,6 @@ import fnmatch
 import posixpath
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,6 +15,7 @@ from gpulint.contextfiles import copied_files, copy_sources, in_context, resolve
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.installers import UV_NO_CACHE_FLAGS
+from gpulint.records import record
 from gpulint.rule import Rule, register
 from gpulint.rules.layering.cleanup import cache_mount_targets, package_verb
 from gpulint.rules.layering.hygiene import (
@@ -38,7 +38,7 @@ _TRUE_WORDS = frozenset({"y", "yes", "t", "true", "on", "1"})
 # -- GL505 -------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Created:
     path: str
     origin: Instruction

@@ -6,12 +6,12 @@ import fnmatch
 import posixpath
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.lazyre import lazy_re
+from gpulint.records import record
 from gpulint.rule import Rule, register
 from gpulint.rules.layering.cleanup import cache_mount_targets, package_verb
 from gpulint.rules.layering.hygiene import absolute_path, flag_value, rm_targets
@@ -53,7 +53,7 @@ _NOT_A_USE = frozenset(
 _SUFFIX_RE = lazy_re(r"(\.tar\.gz|\.tgz|\.tar\.xz|\.txz|\.tar\.bz2|\.tbz2?|\.tar\.zst|\.tar|\.zip)$", re.I)
 
 
-@dataclass
+@record
 class _Download:
     path: str
     cmd: Command
@@ -61,7 +61,7 @@ class _Download:
     used: int | None = None  # line of the first command that extracts, installs or runs it
 
 
-@dataclass
+@record
 class _Tree:
     root: str
     cmd: Command  # the clone or the extraction

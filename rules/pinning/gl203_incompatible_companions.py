@@ -6,7 +6,6 @@ import posixpath
 import re
 import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from gpulint import data
 from gpulint.context import LintContext
@@ -20,6 +19,7 @@ from gpulint.frameworks import (
     torch_variant,
 )
 from gpulint.lazyre import lazy_re
+from gpulint.records import record
 from gpulint.rule import Rule, register
 from gpulint.rules.pinning.kernels import (
     WHL_VARIANT_RE,
@@ -41,7 +41,7 @@ _FLASH_WHEEL_RE = lazy_re(
 # -- GL203 -------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Installed:
     version: str  # without the local part
     item: Located | None  # None: the base image's

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from gpulint import data
 from gpulint.context import LintContext
@@ -11,6 +10,7 @@ from gpulint.dockerfile import Instruction, Stage
 from gpulint.facts.cuda import repo_package
 from gpulint.finding import Finding, FixSafety, Severity
 from gpulint.installers import Install, PackageSpec, parse_pip_wheel
+from gpulint.records import record
 from gpulint.rule import Rule, register
 from gpulint.rules.pinning.kernels import pip_specs
 from gpulint.secrets import redact_secrets
@@ -23,7 +23,7 @@ _TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
 _CONSTRAINT_ENV = ("PIP_CONSTRAINT", "PIP_BUILD_CONSTRAINT", "UV_CONSTRAINT", "UV_BUILD_CONSTRAINT")
 
 
-@dataclass
+@record
 class _Torch:
     """The image's torch before an install: what it is and where it comes from."""
 

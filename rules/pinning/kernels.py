@@ -6,7 +6,7 @@ import functools
 import posixpath
 import re
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gpulint import data
 from gpulint.buildcontext import (
@@ -21,6 +21,7 @@ from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, Severity
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
+from gpulint.records import record
 from gpulint.rule import Rule
 from gpulint.secrets import redact_secrets
 from gpulint.shell import Command, environment_value, is_python
@@ -101,7 +102,7 @@ def is_tag_like(ref: str) -> bool:
 # -- what a stage installs -------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Located:
     spec: PackageSpec
     install: Install
@@ -216,7 +217,7 @@ def safe_url(url: str) -> str:
 # -- git clone + build -------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class GitClone:
     url: str
     directory: str

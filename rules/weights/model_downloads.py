@@ -5,10 +5,10 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from gpulint import data
 from gpulint.lazyre import lazy_re
+from gpulint.records import record
 from gpulint.shell import Command, environment_value, is_python
 
 # Python calls that fetch model weights (the call name, then the text of its arguments)
@@ -78,7 +78,7 @@ def _is_weight_name(name: str) -> bool:
     return base.endswith(("*", "*.*", "]", "?")) or not re.search(r"\.[a-z0-9]+$", base)
 
 
-@dataclass
+@record
 class Download:
     what: str  # how it downloads: "huggingface-cli download", "snapshot_download()"...
     model: str | None  # the model id or file name, when visible

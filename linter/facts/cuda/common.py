@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from gpulint.records import record
 
 from ...data import packages
 from ...dockerfile import Instruction
@@ -29,7 +30,7 @@ _PAIR_RE = lazy_re(r"([A-Za-z_]\w*)=(\"[^\"]*\"|'[^']*'|\S*)")
 MAX_SCRIPT_BYTES = 256 * 1024
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CompileSignal:
     line: int
     reason: str
