@@ -45,10 +45,18 @@ _TOKEN_FLAG_RE = lazy_re(r"(?P<prefix>--(?:token|password|api-key|apikey)[= ]\s*
 
 
 # What output never shows although no rule reports it (display redaction only, see redact_secrets):
-# user-info passwords of any scheme (also `redis://:pw@`), `curl -u user:pw`, `docker login -p pw`,
-# `mysql -ppw`, values of variables named like keys, tokens and passwords, Slack tokens, JWTs.
+# user-info passwords of any scheme (also `redis://:pw@`) and lone tokens as the user, `curl -u
+# user:pw`, `docker login -p pw`, `mysql -ppw`, `redis-cli -a pw`, `sshpass -p pw`, `--*password`
+# flags, values of variables named like keys, tokens and passwords, Slack tokens, JWTs.
 _DISPLAY_RES = (
-    lazy_re(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:(?P<value>[^@\s/'\"]+)@"),
+    # the password runs to the authority's last `@` (a raw `@` in it is common and invalid)
+    lazy_re(r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/\s:@'\"]*:(?P<value>[^\s/?#'\"]+)@"),
+    # a lone token as the user (`https://<token>@github.com`): long, or letters mixed with digits;
+    # user names (`git@`, `oauth2@`, `x-access-token@`) are neither
+    lazy_re(
+        r"(?i)(?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://(?P<value>[^/\s:@'\"$]{24,}"
+        r"|(?=[^/\s:@'\"]*[0-9])(?=[^/\s:@'\"]*[a-z])[^/\s:@'\"$]{16,})@"
+    ),
     lazy_re(
         r"(?<![\w-])(?:-u|--user|--proxy-user)(?:\s+|=)?['\"]?[^\s:'\"/]*:(?P<value>(?!/)(?![0-9]+(?:[\s'\"]|$))[^\s'\"]+)"
     ),
@@ -61,6 +69,11 @@ _DISPLAY_RES = (
         r"(?P<q>['\"]?)(?P<value>[^\s'\"$`,}]{3,})(?P=q)"
     ),
     lazy_re(r"(?P<value>\bxox[abposr]-[A-Za-z0-9-]{8,})"),
+    # `redis-cli -a pw`, `sshpass -p pw`, wget's `--http-password=pw` and other `--...password` flags
+    lazy_re(
+        r"(?i)(?:(?:\bredis-cli\b[^|;&\n]{0,200}?\s-a|(?<![\w-])--[a-z-]*pass(?:word|wd)?)(?:\s+|=)"
+        r"|\bsshpass\s+-p\s*)['\"]?(?P<value>(?!-)[^\s'\"]+)"
+    ),
     lazy_re(r"(?P<value>\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})"),
 )
 # For ASCII text, a substring each pattern above cannot match without (the lower-case text is
@@ -68,6 +81,7 @@ _DISPLAY_RES = (
 # report have none, and the patterns cost ~100 us a line between them. Non-ASCII text always
 # runs every pattern (case-insensitive matching folds some non-ASCII letters to ASCII ones).
 _DISPLAY_NEEDS: tuple[Callable[[str, str], bool], ...] = (
+    lambda text, lower: "://" in text and "@" in text,
     lambda text, lower: "://" in text and "@" in text,
     lambda text, lower: "-u" in text and ":" in text,
     lambda text, lower: "login" in lower,
@@ -77,6 +91,7 @@ _DISPLAY_NEEDS: tuple[Callable[[str, str], bool], ...] = (
         and any(word in lower for word in ("key", "token", "passw", "pwd", "secret"))
     ),
     lambda text, lower: "xox" in text,
+    lambda text, lower: "pass" in lower or "redis-cli" in lower,
     lambda text, lower: "eyJ" in text,
 )
 _PRIVATE_KEY_BEGIN = lazy_re(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY( BLOCK)?-----")
@@ -271,9 +286,14 @@ def redact_finding(finding: Finding) -> Finding:
     return finding
 
 
-def redact_source(df: Dockerfile) -> str:
-    """The Dockerfile's text with every secret value masked, for code frames."""
-    return redact_text(df.text, scan(df))
+def redact_source(df: Dockerfile, text: str | None = None) -> str:
+    """The Dockerfile's text (or ``text``, what was linted as it) with every secret value
+    masked, for code frames; nothing for a file with instructions but no FROM, which is no
+    Dockerfile (a credentials file a compose ``dockerfile:`` names, a file passed by mistake):
+    output never shows its lines, whose values no pattern can tell from a secret."""
+    if df.instructions and not df.stages:
+        return ""
+    return redact_text(df.text if text is None else text, scan(df))
 
 
 def redact_url(text: str) -> str:

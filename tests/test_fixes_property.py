@@ -7,9 +7,9 @@ there, and the line-ending style and final-newline state are kept.
 
 from __future__ import annotations
 
-import tempfile
 from collections import Counter
 
+from fuzz_support import work_dir
 from gpulint.config import Config
 from gpulint.dockerfile import parse_dockerfile
 from gpulint.engine import LintOptions, lint
@@ -145,7 +145,7 @@ def dockerfiles(draw: st.DrawFn) -> str:
 
 # the build context of these texts: an empty directory, not the cwd (the repository, .venv
 # included, which every COPY . would walk on each of the dozens of lints per example)
-CONTEXT = tempfile.mkdtemp(prefix="gpulint-fix-context-")
+CONTEXT = str(work_dir("gpulint-fuzz-fix-context-"))  # removed when the process ends
 
 
 def _counts(text: str) -> Counter[str]:

@@ -46,13 +46,13 @@ def test_deep_config_nesting_is_refused_before_yaml_parses_it(
 def test_fuzz_suites_remove_their_temporary_directories(tmp_path: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path), "PYTHONPATH": str(TESTS)}
     script = (
-        "import test_fuzz_inputs, test_fuzz_image, test_fuzz_dockerfile\n"
+        "import test_fuzz_inputs, test_fuzz_image, test_fuzz_dockerfile, test_fixes_property\n"
         "test_fuzz_dockerfile._contexts()\n"
         "import os; assert any(n.startswith('gpulint-fuzz-') for n in os.listdir(os.environ['TMPDIR']))\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=TESTS)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("gpulint-fuzz-")] == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("gpulint-")] == []
 
 
 def test_copy_of_a_name_too_long_for_the_file_system_is_no_crash(tmp_path: Path) -> None:

@@ -123,15 +123,20 @@ def test_a_walked_symlink_leading_out_is_skipped_with_one_line(
     assert "creds.Dockerfile" not in out
 
 
+@pytest.mark.parametrize("fmt", ["plain", "tty", "html", "json", "sarif"])
+@pytest.mark.parametrize("via_compose", [True, False], ids=["compose", "argument"])
 def test_a_file_that_is_no_dockerfile_is_not_echoed(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, via_compose: bool
 ) -> None:
+    # code frames too: a file with no FROM is no Dockerfile, and a plain value in it (a bare
+    # password line) matches no secret pattern, so its lines are never shown
     repo = _repo(tmp_path)
     (repo / "notes").write_text(
         f"https://ci:{TOKEN}@github.com\nDB_PASSWORD={DB_PW}\n{PASSWD_LINE}\n{DB_PW}\n"
     )
     compose = repo / "compose.yaml"
     compose.write_text("services:\n  app:\n    build: {context: ., dockerfile: notes}\n")
-    code, out, err = run_main(["--no-config", "--format", "plain", str(compose)], capsys)
+    target = compose if via_compose else repo / "notes"
+    code, out, err = run_main(["--no-config", "--format", fmt, str(target)], capsys)
     assert code == 1 and "GL001" in out
     assert _secret_free(out + err)

@@ -48,6 +48,11 @@ DISPLAY_CASES = [
     f"echo {SLACK}",
     f"curl -H 'X-Auth: {JWT}' https://example.com",
     f'echo "-----BEGIN RSA PRIVATE KEY-----\\n{KEY_LINE}\\n-----END RSA PRIVATE KEY-----"',
+    f"git clone https://{PW}9@github.com/org/repo.git",  # a lone token as the URL's user
+    f"git clone https://user:p@{PW}@github.com/org/repo.git",  # a raw `@` in the password
+    f"redis-cli -h cache -a {PW} ping",
+    f"sshpass -p {PW} ssh host",
+    f"wget --http-password={PW} https://example.com/x",
 ]
 
 
@@ -73,6 +78,10 @@ def test_private_key_block_lines_are_masked() -> None:
         "RUN echo ${GPG_KEY:-none} && X=$PASSWORD",
         "RUN pip install --index-url https://pypi.example.com/simple torch",
         "RUN mysql -P 3306 -h db",
+        "RUN git clone ssh://git@github.com/org/repo.git",
+        "RUN git clone https://x-access-token@github.com/org/repo.git",
+        "RUN echo $PW | docker login --password-stdin -u bob registry.example.com",
+        "RUN wget --http-password=$WGET_PASSWORD https://example.com/x",
     ],
 )
 def test_redaction_leaves_non_secrets_alone(line: str) -> None:

@@ -265,6 +265,40 @@ def test_a_dripping_manifest_is_bounded_in_time(serve: Callable[..., Server]) ->
     assert time.monotonic() - start < 4
 
 
+def test_a_dripping_layer_is_cut_off(serve: Callable[..., Server], layout: Path) -> None:
+    """A layer's body has no overall deadline (a large one takes minutes) but a least rate:
+    one byte every 0.2 s would keep a per-read timeout happy for days."""
+    image = Image(layout)
+    layer_digest = json.loads(image.manifest)["layers"][0]["digest"]
+
+    def route(h: _Handler) -> Reply:
+        if layer_digest in h.path:
+            return 200, {}, ((0.2, b"\x1f") for _ in range(10_000))
+        return image.answer(h.path)
+
+    start = time.monotonic()
+    message = _fails(_source(serve(route)), r"arrived slower than 256 KiB in 1 s", timeout=1)
+    assert time.monotonic() - start < 5, message
+
+
+def test_a_layer_in_many_small_chunks_arrives_whole(serve: Callable[..., Server], layout: Path) -> None:
+    # the read-ahead hands every byte over, in order, however the server cuts the body
+    image = Image(layout)
+    layer_digest = json.loads(image.manifest)["layers"][0]["digest"]
+    body = image.blob(layer_digest)
+
+    def route(h: _Handler) -> Reply:
+        if layer_digest in h.path:
+            return 200, {}, ((0.0, body[i : i + 7]) for i in range(0, len(body), 7))
+        return image.answer(h.path)
+
+    with open_registry_image(_source(serve(route)), tls_verify=False, verify=True) as remote:
+        cut = analyse(remote)  # verify: the digest of what arrived is the layer's
+    with open_registry_image(_source(serve(lambda h: image.answer(h.path))), tls_verify=False) as remote:
+        whole = analyse(remote)
+    assert cut.layers == whole.layers and cut.total_size == whole.total_size > 0
+
+
 # -- TLS ------------------------------------------------------------------------------------------
 
 

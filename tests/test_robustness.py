@@ -79,12 +79,27 @@ def test_duplicate_kubernetes_keys_are_refused() -> None:
 
 
 def test_same_key_in_other_maps_and_merge_keys_are_no_duplicates() -> None:
+    # a key a merge brings in and the mapping sets again is an override, not a duplicate
     text = (
         "x-gpu: &gpu\n  image: nvidia/cuda:12.4.1-base-ubuntu22.04\n  environment: [A=1]\n"
         "x-env: &env\n  environment: [B=2]\n"
         "services:\n"
-        "  a:\n    <<: *gpu\n    <<: *env\n    image: nvidia/cuda:12.4.1-base-ubuntu22.04\n"
+        "  a:\n    <<: *gpu\n    image: nvidia/cuda:12.4.1-base-ubuntu22.04\n"
         "  b:\n    <<: [*gpu, *env]\n    image: busybox\n"
+        "  c:\n    <<: *env\n    environment: [C=3]\n"
     )
     result = lint("compose.yaml", text, LintOptions(Config(select=("GL7",))))
     assert {f.code for f in result.findings} <= {"GL701"}
+
+
+def test_two_merge_keys_in_one_mapping_are_refused_as_compose_does() -> None:
+    # yaml.v3 (compose's decoder) and compose-go's reset processor reject a repeated `<<` key
+    text = (
+        "x-gpu: &gpu\n  image: nvidia/cuda:12.4.1-base-ubuntu22.04\n"
+        "x-env: &env\n  environment: [B=2]\n"
+        "services:\n  a:\n    <<: *gpu\n    <<: *env\n"
+    )
+    with pytest.raises(
+        InputError, match=r"compose.yaml:8:5: invalid YAML: mapping key '<<' already defined at line 7"
+    ):
+        lint("compose.yaml", text, LintOptions(Config()))

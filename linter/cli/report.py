@@ -89,9 +89,9 @@ def redacted(result: LintResult) -> str:
 
 def redactor(result: LintResult) -> Callable[[], str]:
     """What makes the file's text with its secrets masked (the text and model as they are now)."""
-    from ..secrets import redact_text, scan
+    from ..secrets import redact_source
 
     text, dockerfile = result.text, result.dockerfile
     if dockerfile is None:
         return lambda: text
-    return lambda: redact_text(text, scan(dockerfile))
+    return lambda: redact_source(dockerfile, text)

@@ -391,30 +391,91 @@ class RegistryClient:
         return data, content_type if isinstance(content_type, str) else "", digest
 
     def open_blob(self, digest: str) -> BinaryIO:
-        # the answer's headers within the deadline; the layer itself has a per-read timeout only
+        """A layer's bytes: the answer's headers within the overall deadline, then the body
+        read ahead by a thread in chunks of BODY_CHUNK, each of which must arrive within the
+        timeout. A large layer may take minutes, so the body has no overall deadline, but a
+        server that drips it (a byte every half second never trips a per-read timeout) is cut
+        off after ``timeout`` seconds: the least rate is BODY_CHUNK per ``timeout``."""
         response = self.within_deadline(
             "a layer's headers", lambda: self.request(f"blobs/{digest}", stream=True)
         )
-        client = self
+        return io.BufferedReader(_RawAdapter(_ReadAhead(response, self)), buffer_size=1 << 20)
 
-        class _Body:
-            def read(self, n: int = -1) -> bytes:
+
+BODY_CHUNK = 256 * 1024  # a layer body must bring this much per --timeout seconds
+
+
+class _ReadAhead:
+    """A streamed response body read by a daemon thread into a small queue (at most 4 chunks
+    wait: memory stays bounded); the reader takes each chunk within the client's timeout or
+    gives up with one ImageError, and the thread, abandoned, ends with the response or the
+    process."""
+
+    def __init__(self, response: Any, client: RegistryClient) -> None:
+        import queue
+        import threading
+
+        self.response = response
+        self.client = client
+        self.chunks: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=4)
+        self.pending = b""
+        self.done = False
+        self.closed = threading.Event()
+        threading.Thread(target=self._pump, name="gpulint-registry-layer", daemon=True).start()
+
+    def _pump(self) -> None:
+        import queue
+
+        while not self.closed.is_set():
+            item: bytes | BaseException
+            try:
+                item = self.response.raw.read(BODY_CHUNK, decode_content=False)
+            except BaseException as exc:  # handed to the reader's thread
+                item = exc
+            while not self.closed.is_set():
                 try:
-                    data: bytes = response.raw.read(n if n and n > 0 else 1 << 20, decode_content=False)
-                except OSError:
-                    raise
-                except Exception as exc:  # urllib3's ReadTimeoutError, ProtocolError...: one OSError
-                    timed_out = "timeout" in exc.__class__.__name__.lower() or "timed out" in str(exc)
-                    raise OSError(
-                        f"no data within {client.timeout:g} s" if timed_out else "the connection broke"
-                    ) from None
-                client.bytes_received += len(data)
-                return data
+                    self.chunks.put(item, timeout=0.5)
+                    break
+                except queue.Full:
+                    continue
+            if not isinstance(item, bytes) or not item:
+                return
 
-            def close(self) -> None:
-                response.close()
+    def read(self, n: int = -1) -> bytes:
+        import queue
 
-        return io.BufferedReader(_RawAdapter(_Body()), buffer_size=1 << 20)
+        if not self.pending:
+            if self.done:
+                return b""
+            try:
+                item = self.chunks.get(timeout=self.client.timeout)
+            except queue.Empty:
+                self.close()
+                raise ImageError(
+                    f"{self.client.host}: a layer arrived slower than {BODY_CHUNK // 1024} KiB in "
+                    f"{self.client.timeout:g} s"
+                ) from None
+            if isinstance(item, OSError):
+                raise item
+            if isinstance(item, BaseException):  # urllib3's ReadTimeoutError, ProtocolError...
+                text = f"{item.__class__.__name__} {item}".lower()
+                raise OSError(
+                    f"no data within {self.client.timeout:g} s"
+                    if "timeout" in text or "timed out" in text
+                    else "the connection broke"
+                ) from None
+            if not item:
+                self.done = True
+                return b""
+            self.pending = item
+            self.client.bytes_received += len(item)
+        size = len(self.pending) if n is None or n < 0 else n
+        data, self.pending = self.pending[:size], self.pending[size:]
+        return data
+
+    def close(self) -> None:
+        self.closed.set()
+        self.response.close()
 
 
 class _RawAdapter(io.RawIOBase):

@@ -261,11 +261,19 @@ class _Builder:
         out = Node("map", self.path, line, column, line, column, node.tag)
         pairs = out.pairs
         merged: dict[str, tuple[Node, Node]] | None = None
+        merge_line = 0  # the first `<<` key's: a second one is a duplicate key to compose too
         children: list[Node] = []
         size = 1
         for key_node, value_node in node.value:
             value = self.convert(value_node)
             if key_node.tag == MERGE_TAG and key_node.__class__ is self.scalar_class:
+                mark = key_node.start_mark
+                if merge_line:
+                    raise ManifestError(
+                        f"{self.path}:{mark.line + 1}:{mark.column + 1}: invalid YAML: mapping key "
+                        f"'<<' already defined at line {merge_line} (merge several with <<: [*a, *b])"
+                    )
+                merge_line = mark.line + 1
                 merged = merged if merged is not None else {}
                 for source in value.seq if value.is_seq else [value]:
                     for name, pair in (source.pairs if source.is_map else {}).items():

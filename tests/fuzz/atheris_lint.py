@@ -26,7 +26,9 @@ with atheris.instrument_imports(include=["gpulint"]):
     from gpulint.shell import parse_script
 
 CONFIG = Config(select=("ALL",))
-CONTEXT = tempfile.mkdtemp(prefix="gpulint-atheris-")
+# removed when the interpreter exits (a plain mkdtemp was left behind by every run)
+_CONTEXT_DIR = tempfile.TemporaryDirectory(prefix="gpulint-atheris-")
+CONTEXT = _CONTEXT_DIR.name
 RENDER = get_renderer("plain")
 
 
