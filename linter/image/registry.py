@@ -25,6 +25,7 @@ from gpulint.records import record
 from ..lazyre import lazy_re
 from .blobs import ImageError, Verifying, check_digest, decompress, safe_name
 from .credentials import DOCKER_HUB_HOST, Credentials, docker_config_credentials
+from .layerbody import read_ahead
 from .sources import (
     INDEX_TYPES,
     ImageData,
@@ -399,100 +400,10 @@ class RegistryClient:
         response = self.within_deadline(
             "a layer's headers", lambda: self.request(f"blobs/{digest}", stream=True)
         )
-        return io.BufferedReader(_RawAdapter(_ReadAhead(response, self)), buffer_size=1 << 20)
+        return read_ahead(response, self.host, self.timeout, self._count_received)
 
-
-BODY_CHUNK = 256 * 1024  # a layer body must bring this much per --timeout seconds
-
-
-class _ReadAhead:
-    """A streamed response body read by a daemon thread into a small queue (at most 4 chunks
-    wait: memory stays bounded); the reader takes each chunk within the client's timeout or
-    gives up with one ImageError, and the thread, abandoned, ends with the response or the
-    process."""
-
-    def __init__(self, response: Any, client: RegistryClient) -> None:
-        import queue
-        import threading
-
-        self.response = response
-        self.client = client
-        self.chunks: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=4)
-        self.pending = b""
-        self.done = False
-        self.closed = threading.Event()
-        threading.Thread(target=self._pump, name="gpulint-registry-layer", daemon=True).start()
-
-    def _pump(self) -> None:
-        import queue
-
-        while not self.closed.is_set():
-            item: bytes | BaseException
-            try:
-                item = self.response.raw.read(BODY_CHUNK, decode_content=False)
-            except BaseException as exc:  # handed to the reader's thread
-                item = exc
-            while not self.closed.is_set():
-                try:
-                    self.chunks.put(item, timeout=0.5)
-                    break
-                except queue.Full:
-                    continue
-            if not isinstance(item, bytes) or not item:
-                return
-
-    def read(self, n: int = -1) -> bytes:
-        import queue
-
-        if not self.pending:
-            if self.done:
-                return b""
-            try:
-                item = self.chunks.get(timeout=self.client.timeout)
-            except queue.Empty:
-                self.close()
-                raise ImageError(
-                    f"{self.client.host}: a layer arrived slower than {BODY_CHUNK // 1024} KiB in "
-                    f"{self.client.timeout:g} s"
-                ) from None
-            if isinstance(item, OSError):
-                raise item
-            if isinstance(item, BaseException):  # urllib3's ReadTimeoutError, ProtocolError...
-                text = f"{item.__class__.__name__} {item}".lower()
-                raise OSError(
-                    f"no data within {self.client.timeout:g} s"
-                    if "timeout" in text or "timed out" in text
-                    else "the connection broke"
-                ) from None
-            if not item:
-                self.done = True
-                return b""
-            self.pending = item
-            self.client.bytes_received += len(item)
-        size = len(self.pending) if n is None or n < 0 else n
-        data, self.pending = self.pending[:size], self.pending[size:]
-        return data
-
-    def close(self) -> None:
-        self.closed.set()
-        self.response.close()
-
-
-class _RawAdapter(io.RawIOBase):
-    def __init__(self, body: Any) -> None:
-        self.body = body
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.body.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self.body.close()
-        super().close()
+    def _count_received(self, size: int) -> None:
+        self.bytes_received += size
 
 
 def _retry_after(value: str | None) -> float | None:
