@@ -10,11 +10,10 @@ from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpulint.records import record
-
 from .dockerfile import Instruction, Stage
 from .installers import Install, PackageSpec, conda_spec, parse_pip_spec
 from .lazyre import lazy_re
+from .records import record
 from .shell import Command, Word, environment_value
 
 if TYPE_CHECKING:

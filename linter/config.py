@@ -8,10 +8,9 @@ from dataclasses import field, replace
 from pathlib import Path
 from typing import Any
 
-from gpulint.records import record
-
 from .finding import Severity
 from .lazyre import lazy_re
+from .records import record
 
 CONFIG_NAMES = (".gpulint.yaml", ".gpulint.yml")
 FAIL_ON = ("error", "warning", "info", "never")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from dataclasses import field
 
-from gpulint.records import record
-
 from .config import Config
 from .dockerfile import Stage
 from .facts import LintFacts
 from .pragmas import Pragma
+from .records import record
 
 _TOOLCHAIN_MARKERS = frozenset({"base", "builder", "build", "dev", "devel", "development", "sdk", "ci"})
 # a shipped stage named for development or building (`FROM runtime AS dev`, `AS dev-image`, `AS ci-image`):

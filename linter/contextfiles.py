@@ -23,9 +23,8 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpulint.records import record
-
 from .dockerfile import Instruction
+from .records import record
 
 if TYPE_CHECKING:
     from .facts import LintFacts

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import itertools
 
-from gpulint.records import record
-
 from .dockerfile import Dockerfile, Instruction, split_words, word_spans
 from .finding import Edit
+from .records import record
 
 
 @record(frozen=True)

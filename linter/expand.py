@@ -6,7 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import field
 
-from gpulint.records import record
+from .records import record
 
 _NAME_START = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _NAME_CHARS = _NAME_START | set("0123456789")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Hashable, Iterable
 
-from gpulint.records import record
+from .records import record
 
 
 class Severity(enum.IntEnum):

@@ -31,13 +31,12 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import TYPE_CHECKING, NamedTuple
 
-from gpulint.records import record
-
 from .config import Config
 from .digestfix import DigestLookup, registry_digest
 from .dockerfile import Dockerfile, DockerfileError, parse_dockerfile
 from .errors import exc_line
 from .finding import Edit, Finding, Fix, FixSafety
+from .records import record
 from .rule import FixRequest, Rule, find_rule
 
 if TYPE_CHECKING:

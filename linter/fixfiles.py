@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from gpulint.records import record
+from .records import record
 
 BOM = b"\xef\xbb\xbf"
 

@@ -7,11 +7,10 @@ import re
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from gpulint.records import record
-
 from . import data
 from .installers import Install, PackageSpec
 from .lazyre import lazy_re
+from .records import record
 from .shell import environment_value
 
 # download.pytorch.org/whl/cu124, /whl/nightly/cu128, and find-links pages such as /whl/cu111/torch_stable.html

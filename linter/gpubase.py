@@ -5,11 +5,10 @@ from __future__ import annotations
 import functools
 import re
 
-from gpulint.records import record
-
 from . import data
 from .imageref import ImageRef
 from .lazyre import lazy_re
+from .records import record
 
 _CUDA_TAG = lazy_re(
     r"^(?P<ver>\d+(?:\.\d+){0,2})-(?:(?P<extra>cudnn\d*|tensorrt)-)?"

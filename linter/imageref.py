@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from gpulint.records import record
-
 from .lazyre import lazy_re
+from .records import record
 
 DOCKER_HUB = "docker.io"
 _DIGEST_RE = lazy_re(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}$")

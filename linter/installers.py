@@ -9,10 +9,9 @@ import urllib.parse
 from dataclasses import field
 from typing import Literal
 
-from gpulint.records import record
-
 from . import data
 from .lazyre import lazy_re
+from .records import record
 from .reqparse import local_label, parse_requirement
 from .shell import Command, Word
 

@@ -20,7 +20,6 @@ from collections.abc import Callable
 from dataclasses import field
 from pathlib import Path
 
-from gpulint.records import record
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path, uri_scheme
@@ -32,6 +31,7 @@ from .engine import MAX_FILE_BYTES, InputError, LintOptions, LintResult, lint
 from .finding import Edit, Finding, FixSafety, Severity
 from .fixes import FixError, apply_edits, edit_spans, fix_text
 from .lsp_hover import describe_base, rule_at, stage_at
+from .records import record
 from .rule import find_rule
 from .secrets import redact_finding, redact_secrets
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import field
 
-from gpulint.records import record
-
 from .dockerfile import Dockerfile, Instruction
 from .lazyre import lazy_re
+from .records import record
 
 PRAGMA_RE = lazy_re(
     r"^\s*gpulint\s*:\s*(ignore|ignore-file)\s*=\s*([^\s]+(?:\s*,\s*[^\s,]+)*)\s*(?:--\s*(.*))?$", re.I

@@ -6,9 +6,8 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequenc
 from dataclasses import field, replace
 from typing import overload
 
-from gpulint.records import record
-
 from .finding import Edit, Finding, Fix, FixSafety, Severity
+from .records import record
 
 
 @record(frozen=True)

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import re
 
-from gpulint.records import record
-
 from .lazyre import lazy_re
+from .records import record
 
 _IDENT = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _SIMPLE_RE = lazy_re(

@@ -27,10 +27,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import field
 
-from gpulint.records import record
-
 from . import data
 from .lazyre import lazy_re
+from .records import record
 
 _CONSTRAINT_RE = lazy_re(r"^\s*([a-z]+)\s*(<=|>=|!=|==|=|<|>)\s*(\S+)\s*$")
 PARSE_BOOL_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})

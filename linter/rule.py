@@ -11,10 +11,9 @@ import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
-from gpulint.records import record
-
 from . import catalogue
 from .finding import Edit, Finding, Fix, FixSafety, Severity
+from .records import record
 
 if TYPE_CHECKING:
     from .config import Config

@@ -14,14 +14,13 @@ from dataclasses import field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from gpulint.records import record
-
 from .config import Config
 from .context import LintContext
 from .discovery import MAX_MANIFEST_BYTES, is_manifest_path
 from .dockerfile import Dockerfile, DockerfileError, decode, parse_dockerfile
 from .finding import Finding, unique
 from .pragmas import Pragma, parse_pragmas
+from .records import record
 from .rule import (
     Rule,
     enabled_rules,

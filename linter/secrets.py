@@ -12,12 +12,11 @@ import re
 from collections.abc import Callable
 from dataclasses import replace
 
-from gpulint.records import record
-
 from . import data
 from .dockerfile import Dockerfile
 from .finding import Finding
 from .lazyre import lazy_re
+from .records import record
 
 REDACTED = "***"
 

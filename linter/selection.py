@@ -13,10 +13,10 @@ from dataclasses import field
 from typing import Any, TypeVar
 
 import click
-from gpulint.records import record
 
 from .config import Config, ConfigError, check_selection, parse_severity_map
 from .finding import Severity
+from .records import record
 
 F = TypeVar("F", bound=Callable[..., Any])
 

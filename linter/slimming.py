@@ -15,11 +15,10 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import field
 
-from gpulint.records import record
-
 from . import __version__
 from .config import Config
 from .finding import Finding, Severity
+from .records import record
 
 _ONBUILD_RE = re.compile(r"^[ \t]*ONBUILD\b", re.I | re.M)
 # the findings a slimming is judged by: devel images shipped, weights in layers, layer bytes

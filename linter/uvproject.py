@@ -13,9 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gpulint.records import record
-
 from .installers import UV_GLOBAL_VALUE_OPTIONS, canonical_name
+from .records import record
 from .shell import Command, Word
 
 MAX_PYPROJECT_BYTES = 1024 * 1024

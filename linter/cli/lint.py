@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
-from gpulint.records import record
 
 from .. import __version__
 from ..config import (
@@ -22,6 +21,7 @@ from ..config import (
 )
 from ..errors import UserError
 from ..options import build_arg_option, config_option, context_option, target_option
+from ..records import record
 from ..selection import RuleOptions, parse_pairs, rule_options
 from .common import FORMAT_CHOICES, one_line, report_crash, silence_stdout
 from .fixer import Fixer

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from gpulint.records import record
 
 from ..atomic import write_atomic
 from ..errors import UserError
+from ..records import record
 
 if TYPE_CHECKING:
     from ..report import Report

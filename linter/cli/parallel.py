@@ -14,9 +14,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from gpulint.records import record
-
 from ..config import Config
+from ..records import record
 from .common import one_line, report_crash
 from .report import redacted
 

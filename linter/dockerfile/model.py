@@ -7,10 +7,9 @@ from collections.abc import Mapping
 from dataclasses import field
 from typing import Any
 
-from gpulint.records import record
-
 from ..expand import Expanded, expand, expand_word
 from ..imageref import ImageRef
+from ..records import record
 from .words import parse_key_values, raw_key_values, shell_split
 
 KNOWN_INSTRUCTIONS = frozenset(

@@ -9,8 +9,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import asdict
 
-from gpulint.records import record
-
+from ..records import record
 from ..requirecuda import Host, compare, driver_needed, evaluate, mvc_floor
 from .probes import DATACENTER_BRANDS, START_DAEMON, DaemonProbe, GpuProbe, Runner, cdi_specs, run_command
 

@@ -16,8 +16,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any
 
-from gpulint.records import record
-
+from ..records import record
 from ..requirecuda import cuda_for_driver
 
 Runner = Callable[[Sequence[str]], "tuple[int, str]"]

@@ -12,10 +12,9 @@ from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from gpulint.records import record
-
 from ..dockerfile import Dockerfile, Instruction, Stage
 from ..installers import Install, parse_install
+from ..records import record
 from ..shell import Command, run_commands
 
 if TYPE_CHECKING:

@@ -15,9 +15,8 @@ from collections.abc import Callable, Iterable, Iterator, MutableSequence, Seque
 from dataclasses import field
 from typing import Any
 
-from gpulint.records import record
-
 from ..lazyre import lazy_re
+from ..records import record
 from .sizetree import SizeNode, build_tree
 from .sources import ImageData, Layer, LayerSource, iter_layer_members
 from .tarscan import ContentFilter, Member

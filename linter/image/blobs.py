@@ -92,7 +92,7 @@ def decompress(raw: BinaryIO, what: str) -> BinaryIO:
         peek = buffered.peek(4)[:4]
         raw = buffered
     if peek[:2] == GZIP_MAGIC:
-        return _forward_only(_gzip_reader(raw))
+        return forward_only(_gzip_reader(raw))
     if peek == ZSTD_MAGIC:
         try:
             import zstandard
@@ -101,7 +101,7 @@ def decompress(raw: BinaryIO, what: str) -> BinaryIO:
                 f"{what} is zstd-compressed: install the 'zstandard' package to read it"
             ) from None
         # a frame may ask for any window size: libzstd's default cap (128 MiB) is made explicit
-        return _forward_only(zstandard.ZstdDecompressor(max_window_size=1 << 27).stream_reader(raw))
+        return forward_only(zstandard.ZstdDecompressor(max_window_size=1 << 27).stream_reader(raw))
     return raw
 
 
@@ -127,7 +127,8 @@ class _ForwardOnly(io.RawIOBase):
         super().close()
 
 
-def _forward_only(inner: Any) -> BinaryIO:
+def forward_only(inner: Any) -> BinaryIO:
+    """``inner`` (anything with ``read(n)`` and ``close()``) as a buffered, forward-only binary file."""
     return io.BufferedReader(_ForwardOnly(inner), buffer_size=1 << 20)
 
 

@@ -11,10 +11,9 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from gpulint.records import record
-
 from ..config import Config
 from ..finding import Finding, Severity
+from ..records import record
 from ..rule import Rule, all_rules, make_finding
 from ..sizes import human
 from .analysis import Analysis

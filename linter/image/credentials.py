@@ -12,8 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from gpulint.records import record
-
+from ..records import record
 from .blobs import ImageError, safe_name
 
 DOCKER_HUB_HOST = "registry-1.docker.io"

@@ -16,8 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from gpulint.records import record
-
+from ..records import record
 from ..reporters.html import esc, page, script_json, severity_badge
 from ..rule import all_rules, find_rule, first_line
 from .analysis import Analysis

@@ -7,17 +7,18 @@ must arrive within the timeout (the least rate), and the reading side never wait
 
 from __future__ import annotations
 
-import io
+import queue
+import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
-from .blobs import ImageError
+from .blobs import ImageError, forward_only
 
 
 def read_ahead(response: Any, host: str, timeout: float, received: Callable[[int], None]) -> BinaryIO:
     """``response``'s body (a streamed requests response) as a buffered binary file; ``received``
     is told the size of each chunk as it is handed over."""
-    return io.BufferedReader(_RawAdapter(_ReadAhead(response, host, timeout, received)), buffer_size=1 << 20)
+    return forward_only(_ReadAhead(response, host, timeout, received))
 
 
 BODY_CHUNK = 256 * 1024  # a layer body must bring this much per --timeout seconds
@@ -30,9 +31,6 @@ class _ReadAhead:
     process."""
 
     def __init__(self, response: Any, host: str, timeout: float, received: Callable[[int], None]) -> None:
-        import queue
-        import threading
-
         self.response = response
         self.host, self.timeout, self.received = host, timeout, received
         self.chunks: queue.Queue[bytes | BaseException] = queue.Queue(maxsize=4)
@@ -42,8 +40,6 @@ class _ReadAhead:
         threading.Thread(target=self._pump, name="gpulint-registry-layer", daemon=True).start()
 
     def _pump(self) -> None:
-        import queue
-
         while not self.closed.is_set():
             item: bytes | BaseException
             try:
@@ -60,8 +56,6 @@ class _ReadAhead:
                 return
 
     def read(self, n: int = -1) -> bytes:
-        import queue
-
         if not self.pending:
             if self.done:
                 return b""
@@ -93,20 +87,3 @@ class _ReadAhead:
     def close(self) -> None:
         self.closed.set()
         self.response.close()
-
-
-class _RawAdapter(io.RawIOBase):
-    def __init__(self, body: Any) -> None:
-        self.body = body
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.body.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self.body.close()
-        super().close()

@@ -20,9 +20,8 @@ from dataclasses import field
 from typing import Any, BinaryIO, TypeVar
 from urllib.parse import urlencode, urljoin, urlparse
 
-from gpulint.records import record
-
 from ..lazyre import lazy_re
+from ..records import record
 from .blobs import ImageError, Verifying, check_digest, decompress, safe_name
 from .credentials import DOCKER_HUB_HOST, Credentials, docker_config_credentials
 from .layerbody import read_ahead

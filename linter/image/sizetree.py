@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import field
 
-from gpulint.records import record
+from ..records import record
 
 # What a byte is, for the colours of the treemap: the first that applies.
 CATEGORIES = ("hidden", "weights", "driver", "toolkit", "cuda", "cache", "other")

@@ -18,7 +18,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
-from gpulint.records import record
+from ..records import record
 
 # ImageError and decompress are part of this module's interface (callers import them from here)
 from .blobs import ImageError as ImageError

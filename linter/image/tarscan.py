@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO, NamedTuple
 
-from gpulint.records import record
+from ..records import record
 
 BLOCK = 512
 MAX_META_BYTES = 1 << 20  # a long-name or PAX record larger than this is corrupt

@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from gpulint.records import record
-
 from .. import data as facts
+from ..records import record
 
 
 @record(frozen=True)

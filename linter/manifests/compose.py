@@ -12,9 +12,8 @@ from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpulint.records import record
-
 from ..lazyre import lazy_re
+from ..records import record
 from ..runner import (
     InputError,
     LintOptions,

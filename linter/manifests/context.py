@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from gpulint.records import record
-
 from ..config import Config
 from ..pragmas import Pragma
+from ..records import record
 from ..runner import (
     LintResult,
 )

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from gpulint.records import record
-
+from ..records import record
 from .yamlmodel import Node
 
 # where each workload kind keeps its pod spec

@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import field
 from typing import Any
 
-from gpulint.records import record
-
 from ..discovery import MAX_MANIFEST_BYTES
 from ..pragmas import PRAGMA_RE, Pragma
+from ..records import record
 
 # Compose files are kilobytes, one application's manifests rarely 100 KB; PyYAML composes
 # about a megabyte a second, so a bigger file is refused rather than linted slowly.

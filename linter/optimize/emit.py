@@ -12,9 +12,8 @@ import posixpath
 import re
 from dataclasses import field
 
-from gpulint.records import record
-
 from ..dockerfile import Instruction, Stage
+from ..records import record
 from .model import APT_LISTS_CLEANUP, VENV, Refused, Step, short
 from .packages import filtered_apt, installs, installs_python, lists_removed, update_texts
 from .shipped import consumed_copies, copy_context_last, weights_dir

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from gpulint.records import record
-
 from ..dockerfile import Instruction
+from ..records import record
 from ..shell import Command
 
 VENV = "/opt/venv"

@@ -7,13 +7,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from gpulint.records import record
-
 from .. import __version__
 from ..config import Config
 from ..context import LintContext
 from ..dockerfile import Dockerfile, DockerfileError, Stage, parse_dockerfile
 from ..gpubase import BaseInfo, classify
+from ..records import record
 from ..slimming import wrap_comment
 from .classify import Planner
 from .emit import Emitter

@@ -8,11 +8,10 @@ import posixpath
 import re
 from dataclasses import field
 
-from gpulint.records import record
-
 from ..dockerfile import Dockerfile, Instruction, Stage
 from ..gpubase import BaseInfo, classify
 from ..installers import parse_install
+from ..records import record
 from ..shell import Command, parse_script
 from .chain import chain
 from .model import Element

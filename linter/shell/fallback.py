@@ -8,10 +8,9 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import field
 
-from gpulint.records import record
-
 from ..expand import expand
 from ..lazyre import lazy_re
+from ..records import record
 from .model import SHELLS, Command, Redirect, Word, _note_environment, _Scope
 from .treesitter import _assigned_value, _finish, _forget, _shell_c_scripts, _split_fields, parse_nested
 

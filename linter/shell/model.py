@@ -8,9 +8,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import field
 from typing import Any
 
-from gpulint.records import record
-
 from ..lazyre import lazy_re
+from ..records import record
 
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ash", "ksh"})
 _WRAPPERS = frozenset(

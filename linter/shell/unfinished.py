@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from typing import TYPE_CHECKING, Any
 
-from gpulint.records import record
+from ..records import record
 
 if TYPE_CHECKING:
     from ..dockerfile import Instruction

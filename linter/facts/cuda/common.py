@@ -7,11 +7,10 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpulint.records import record
-
 from ...data import packages
 from ...dockerfile import Instruction
 from ...lazyre import lazy_re
+from ...records import record
 from ...shell import Command
 
 if TYPE_CHECKING:
