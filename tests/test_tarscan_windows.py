@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import random
 import tarfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -278,5 +279,43 @@ def test_a_remembered_checksum_field_still_checks_each_header(
     with pytest.raises(tarscan.TarError, match="checksum at byte 1536"):
         list(iter_members(io.BytesIO(bytes(data))))
     data[3 * 512 + 148 : 3 * 512 + 156] = b"0x12\0   "  # not an octal number
+    with pytest.raises(tarscan.TarError, match="checksum"):
+        list(iter_members(io.BytesIO(bytes(data))))
+
+
+def _heavy_header_archive() -> bytes:
+    """One entry whose header bytes sum past 65521 (adler32's modulus): the second of the two
+    candidate sums the checksum is compared with."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+        info = tarfile.TarInfo("x")
+        info.mtime = 0
+        tar.addfile(info)
+    data = bytearray(buf.getvalue())
+    data[0:99] = b"\xff" * 99  # the name
+    data[157:256] = b"\xff" * 99  # the link name
+    data[265:296] = b"\xff" * 31  # uname
+    data[297:328] = b"\xff" * 31  # gname
+    data[148:156] = b" " * 8
+    total = sum(data[:512])
+    assert total > 65521
+    data[148:156] = b"%06o\0 " % total
+    return bytes(data)
+
+
+@pytest.mark.parametrize("implementation", ["zlib", "zlib-ng"])
+def test_the_checksum_holds_with_either_adler32(implementation: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk sums headers with zlib-ng's adler32 where it is installed and zlib's otherwise:
+    both must accept a header summing past the modulus and refuse one a byte off."""
+    if implementation == "zlib":
+        monkeypatch.setattr(tarscan, "_adler32", zlib.adler32)
+    else:
+        from zlib_ng import zlib_ng  # a runtime dependency
+
+        monkeypatch.setattr(tarscan, "_adler32", zlib_ng.adler32)
+    data = bytearray(_heavy_header_archive())
+    [member] = iter_members(io.BytesIO(bytes(data)))
+    assert member.name == "\udcff" * 99
+    data[5] = 0xFE
     with pytest.raises(tarscan.TarError, match="checksum"):
         list(iter_members(io.BytesIO(bytes(data))))

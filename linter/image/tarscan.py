@@ -19,6 +19,11 @@ from typing import Any, BinaryIO, NamedTuple
 
 from ..records import record
 
+try:  # zlib-ng's adler32 (SIMD) sums a 512-byte header in ~0.13 us, the system zlib's in ~0.3
+    from zlib_ng.zlib_ng import adler32 as _adler32
+except ImportError:  # pragma: no cover - zlib-ng is a dependency; a build without it still works
+    _adler32 = zlib.adler32
+
 BLOCK = 512
 MAX_META_BYTES = 1 << 20  # a long-name or PAX record larger than this is corrupt
 # Defaults of the limits below (gpulint image --max-entries / --max-layer-bytes); SECURITY.md.
@@ -342,7 +347,7 @@ def _members(
     zero_blocks = 0
     kinds = _KINDS
     meta = _META
-    adler32 = zlib.adler32
+    adler32 = _adler32
     new_member = tuple.__new__
     suffixes: tuple[str, ...] | None = None
     max_read = 0
@@ -377,8 +382,8 @@ def _members(
             continue
         zero_blocks = 0
         # the checksum: the header's byte sum with its checksum field read as spaces, from
-        # zlib.adler32 (C, 0.2 us) rather than sum() over 512 ints (2.3 us): adler32's low half
-        # is 1 + the byte sum mod 65521, and a header sums to less than 2 * 65521, which
+        # adler32 (C: zlib-ng's 0.13 us, zlib's 0.3 us) rather than sum() over 512 ints (2.3 us):
+        # adler32's low half is 1 + the byte sum mod 65521, and a header sums to less than 2 * 65521, which
         # leaves two candidates to compare with what the field says (see _checksum_field,
         # memoised by the field's bytes: a layer's checksums take a few thousand values)
         field = header[148:156]
