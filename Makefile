@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit integration bench fuzz atheris realworld new-rule clean
+.PHONY: demo test lint typecheck unit integration bench bench-walk fuzz atheris realworld new-rule clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,10 +60,19 @@ new-rule: $(STAMP)
 ## Side-by-side benchmarks (benchmarks/run.py) from a regular, non-editable install with the peers.
 BENCH_VENV ?= build/bench-venv
 BENCH_ARGS ?=
+WALK_ARGS ?=
 bench:
 	rm -rf $(BENCH_VENV) && $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install --quiet '.[bench,lsp]'
 	$(BENCH_VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
+
+## The uncompressed image walk split into its stages beside tar -tf (benchmarks/walk_profile.py),
+## from the install `make bench` made.
+bench-walk:
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install --quiet .
+	$(BENCH_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall .
+	$(BENCH_VENV)/bin/python benchmarks/walk_profile.py $(WALK_ARGS)
 
 ## Accuracy on the real-world corpus (fixtures/realworld/README.md): lint the cached files,
 ## diff against the verdicts, precision per rule and recall per category.
