@@ -365,6 +365,30 @@ def lsp_case(gpulint: str, changes: int) -> dict[str, object] | None:
     return measure([gpulint, "lsp"], changes)
 
 
+def run_header(gpulint: str) -> dict[str, object]:
+    """When, on what machine and which gpulint a results file was measured."""
+    return {
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "machine": {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "system": platform.platform(),
+            # other jobs on the machine: above the CPU count, wall times are mostly waiting
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+        },
+        "gpulint": subprocess.run([gpulint, "--version"], capture_output=True, text=True).stdout.strip(),
+    }
+
+
+def write_results(kind: str, report: dict[str, object]) -> Path:
+    """``report`` as benchmarks/results/<kind>-<time>.json (git-ignored: copy a run worth keeping)."""
+    out_dir = ROOT / "benchmarks" / "results"
+    out_dir.mkdir(exist_ok=True)
+    out = out_dir / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    return out
+
+
 def main() -> None:
     global PEER_TIMEOUT_S
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -511,22 +535,11 @@ def main() -> None:
             if registry is not None:
                 results.append(registry)
     report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "machine": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "system": platform.platform(),
-            # other jobs on the machine: above the CPU count, wall times are mostly waiting
-            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
-        },
-        "gpulint": subprocess.run([gpulint, "--version"], capture_output=True, text=True).stdout.strip(),
+        **run_header(gpulint),
         "results": results,
         "lsp_latency": None if args.skip_lsp else lsp_case(gpulint, max(50, args.runs)),
     }
-    out_dir = ROOT / "benchmarks" / "results"
-    out_dir.mkdir(exist_ok=True)
-    out = out_dir / f"bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    out = write_results("bench", report)
     for row in results:
         print(f"\n{row['case']}")
         for label, numbers in row["tools"].items():  # type: ignore[attr-defined]

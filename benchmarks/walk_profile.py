@@ -21,19 +21,14 @@ as `make bench` makes one): python benchmarks/walk_profile.py [--runs 7] [--imag
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from run import BIN, ROOT, compare, make_docker_archive, make_layers, tar_list
+from run import BIN, compare, make_docker_archive, make_layers, run_header, tar_list, write_results
 
 HEADER_LOOP = """
 import sys
@@ -94,21 +89,7 @@ def main() -> None:
             },
             args.runs,
         )
-    report = {
-        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "machine": {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "system": platform.platform(),
-            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
-        },
-        "gpulint": subprocess.run([gpulint, "--version"], capture_output=True, text=True).stdout.strip(),
-        "results": [case],
-    }
-    out_dir = ROOT / "benchmarks" / "results"
-    out_dir.mkdir(exist_ok=True)
-    out = out_dir / f"walk-profile-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    out = write_results("walk-profile", {**run_header(gpulint), "results": [case]})
     print(case["case"])
     for label, numbers in case["tools"].items():  # type: ignore[attr-defined]
         print(f"  {label:<22} {numbers['median_s']:.3f} s wall  {numbers['median_cpu_s']:.3f} s CPU")
