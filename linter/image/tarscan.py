@@ -113,7 +113,7 @@ def _checksum_field(field: bytes) -> int:
         stored = int(field.rstrip(b"\0 "), 8)
     except ValueError:
         return -1
-    checked = stored + (zlib.adler32(field) & 0xFFFF) - 257
+    checked = stored + (_adler32(field) & 0xFFFF) - 257
     return checked if stored >= 0 and checked >= 0 else -1
 
 
@@ -383,8 +383,8 @@ def _members(
         zero_blocks = 0
         # the checksum: the header's byte sum with its checksum field read as spaces, from
         # adler32 (C: zlib-ng's 0.13 us, zlib's 0.3 us) rather than sum() over 512 ints (2.3 us):
-        # adler32's low half is 1 + the byte sum mod 65521, and a header sums to less than 2 * 65521, which
-        # leaves two candidates to compare with what the field says (see _checksum_field,
+        # adler32's low half is 1 + the byte sum mod 65521, and a header sums to less than
+        # 2 * 65521, which leaves two candidates to compare with what the field says (see _checksum_field,
         # memoised by the field's bytes: a layer's checksums take a few thousand values)
         field = header[148:156]
         checked = checksums.get(field)
