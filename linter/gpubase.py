@@ -29,6 +29,10 @@ _PINNING_PART = lazy_re(
     r"\d+\.\d+|\d{4,}|(?:^|[-._])[vb]\d+(?=$|[-._])|(?:^|[-._])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?=$|[-._])"
 )
 
+# A dependency's version inside a tag (cuda12.1, cudnn8, cu124, py3.10, python3.11, ubuntu22.04,
+# rocm6.2, cp311): it says what an image is built with, not which build it is.
+_DEPENDENCY_VERSION = lazy_re(r"(?<![a-z0-9])(?:cuda|cudnn|cu|py|python|ubuntu|rocm|cp)\d+(?:\.\d+)*")
+
 
 @functools.cache
 def _floating_words() -> tuple[frozenset[str], frozenset[str]]:
@@ -51,7 +55,13 @@ def tag_floats(tag: str | None) -> bool:
         return False
     # `latest` at either end is the newest build of what the other parts name (`2023c_latest`,
     # `1.2-latest`): the version names a line, not a build
-    return "latest" in (parts[0], parts[-1]) or not _PINNING_PART.search(tag)
+    if "latest" in (parts[0], parts[-1]):
+        return True
+    if parts[0] in edge:
+        # a leading channel word (`nightly-devel-cuda10.0-cudnn7`, `main-cuda12.1-py3.10`): the
+        # CUDA, cuDNN or Python version after it is what the channel builds with, not a build
+        tag = _DEPENDENCY_VERSION.sub("", tag)
+    return not _PINNING_PART.search(tag)
 
 
 @record(frozen=True)

@@ -15,7 +15,7 @@ from .compose import MAX_FILE_DEPTH, BuildInfo, Service, covered, default_overri
 from .context import ManifestContext
 from .interpolate import MAX_DOTENV_BYTES, Interpolator, parse_dotenv, read_dotenv
 from .kubernetes import POD_SPEC_PATHS, Container, is_kubernetes, k8s_containers
-from .lint import ManifestRule, image_ref, lint_manifest, node_finding
+from .lint import ManifestRule, image_ref, is_templated, lint_manifest, node_finding
 from .redact import redact_yaml
 from .yamlmodel import (
     MAX_EXPANDED_NODES,
@@ -50,6 +50,7 @@ __all__ = [
     "env_entries",
     "image_ref",
     "is_kubernetes",
+    "is_templated",
     "k8s_containers",
     "lint_manifest",
     "mount_targets",

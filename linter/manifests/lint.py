@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ..finding import Finding, Severity, unique
+from ..lazyre import lazy_re
 from ..rule import Rule, enabled_rules, make_finding
 from ..runner import (
     LintOptions,
@@ -81,8 +82,25 @@ def node_finding(
     )
 
 
+# a placeholder that a templating step fills in before the file is applied: envsubst's and
+# CI's ${VAR} / $VAR, Helm's and Jinja's {{ ... }} (bounded: no backtracking over input)
+_PLACEHOLDER = lazy_re(r"\$\{[^{}$]{0,200}\}|\$[A-Za-z_][A-Za-z0-9_]{0,200}|\{\{[^{}]{0,500}\}\}")
+_STAND_IN_HOST = "registry.invalid"  # a host that names no real registry (RFC 2606)
+
+
+def is_templated(text: str) -> bool:
+    """Whether a value holds a template placeholder (a Kubernetes file is not interpolated by
+    kubectl: ``${VAR}`` there is filled in by envsubst or CI, or never)."""
+    return ("$" in text or "{{" in text) and _PLACEHOLDER.search(text) is not None
+
+
 def image_ref(node: Node | None) -> ImageRef | None:
-    """The valid image reference a YAML node writes (``image:``), if it resolves to one."""
+    """The valid image reference a YAML node writes (``image:``), if it resolves to one.
+
+    A placeholder only in the registry host (``${ACCOUNT}.dkr.ecr.${REGION}.amazonaws.com/app:latest``)
+    leaves the repository and tag as written, so they are judged with a stand-in host; a
+    placeholder anywhere else leaves nothing to judge.
+    """
     if node is None or node.unresolved:
         return None
     text = (node.text() or "").strip()
@@ -90,6 +108,11 @@ def image_ref(node: Node | None) -> ImageRef | None:
         return None
     from ..imageref import parse_image_ref
 
+    if is_templated(text):
+        host, slash, rest = text.partition("/")
+        if not slash or not is_templated(host) or is_templated(rest):
+            return None
+        text = f"{_STAND_IN_HOST}/{rest}"
     ref = parse_image_ref(text)
     return ref if ref.valid else None
 

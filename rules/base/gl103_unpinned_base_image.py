@@ -34,7 +34,12 @@ class UnpinnedBaseImage(Rule):
         vllm/vllm-openai) are errors; other images (ubuntu, python...) are
         warnings, the same in compose files and Kubernetes manifests. A version,
         date or commit in a branch tag pins it (`nightly-20240101`), but a
-        trailing `latest` floats after a version too (`py311_2023c_latest`); a
+        trailing `latest` floats after a version too (`py311_2023c_latest`), and
+        after a leading channel word a CUDA, cuDNN or Python version names what the
+        channel builds with, not a build (`nightly-devel-cuda10.0-cudnn7` floats).
+        In Kubernetes manifests a template placeholder in the registry host alone
+        (`${ACCOUNT}.dkr.ecr.${REGION}.amazonaws.com/app:latest`) leaves the tag
+        to judge; one in the name or tag leaves nothing. A
         tool's image tagged without the tool's version floats
         (`ghcr.io/astral-sh/uv:python3.12-bookworm`: pin `0.5.11-python3.12-bookworm`). Tags that
         come from an `ARG` are judged by the ARG's default; `FROM scratch`, `FROM

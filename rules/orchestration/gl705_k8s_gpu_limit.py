@@ -13,6 +13,7 @@ from gpulint.manifests import (
     ManifestRule,
     Node,
     image_ref,
+    is_templated,
 )
 from gpulint.rule import register
 from gpulint.rules.orchestration.services import compose_facts, cpu_only
@@ -26,7 +27,8 @@ def _is_gpu_resource(name: str) -> bool:
 
 
 def _quantity(node: Node) -> tuple[int | None, str]:
-    """A GPU quantity: (the integer, as written) - None when it is not a whole number."""
+    """A GPU quantity: (the integer, as written) - None when it is not a whole number (or a
+    template's placeholder, which is compared with nothing)."""
     text = (node.text() or "").strip()
     if isinstance(node.value, bool):
         return None, text
@@ -53,7 +55,9 @@ class K8sGpuLimit(ManifestRule):
         count; so do DRA `resources.claims`), and, for any image, GPU requests
         without a limit, requests different from the limit, and GPU quantities that
         are not whole numbers. Containers that set `NVIDIA_VISIBLE_DEVICES=void`/`none`
-        run on the CPU on purpose and are left alone.
+        run on the CPU on purpose and are left alone, and so is a quantity that is a
+        template's placeholder (`"${GPU_COUNT}"`, `"{{ .Values.gpus }}"`): envsubst,
+        CI or Helm fills it in before the file is applied.
     """
     why = """
         GPUs are requested through limits (requests may be left out and then equal
@@ -101,7 +105,7 @@ class K8sGpuLimit(ManifestRule):
         )
         for name, value in limit_gpus.items():
             number, text = _quantity(value)
-            if number is None:
+            if number is None and not is_templated(text):  # a placeholder is filled in before kubectl
                 yield self.at(
                     value, f"{who}: `{name}: {text}` is not a whole number of GPUs; Kubernetes rejects it"
                 )
