@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Iterator
 
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction
 from gpulint.finding import Finding, FixSafety, Severity
-from gpulint.installers import Install
+from gpulint.installers import APT_VALUE_OPTIONS, Install
 from gpulint.rule import Rule, make_fix, register
-from gpulint.rules.layering.cleanup import insert_after_word
+from gpulint.rules.layering.cleanup import insert_after_word, package_verb
 from gpulint.shell import Command
 
 
@@ -31,6 +32,48 @@ def _disables_recommends(ctx: LintContext, instr: Instruction) -> bool:
     )
 
 
+_REMOVE_VERBS = frozenset({"remove", "purge", "autoremove", "autopurge"})
+
+
+def _removal(cmd: Command) -> tuple[list[str], bool] | None:
+    """The packages an `apt-get`/`apt` remove, purge or autoremove names, and whether it also removes
+    what apt installed automatically (autoremove, autopurge, `--auto-remove`): the recommends."""
+    if cmd.name not in ("apt-get", "apt"):
+        return None
+    values = cmd.arg_values
+    found = package_verb(values, tuple(APT_VALUE_OPTIONS))
+    if found is None or found[1] not in _REMOVE_VERBS:
+        return None
+    index, verb = found
+    names = [
+        value.partition("=")[0].split("/")[0].lower()  # as the install's spec names it: no version, release
+        for i, value in enumerate(values)
+        if i > index and not value.startswith("-") and values[i - 1] not in APT_VALUE_OPTIONS
+    ]
+    return names, verb.startswith("auto") or any(v in ("--auto-remove", "--autoremove") for v in values)
+
+
+def _removed_again(ctx: LintContext, instr: Instruction, cmd: Command, install: Install) -> bool:
+    """Does the same RUN, after this install, remove every package it names and then autoremove? The
+    recommends came in marked automatic, so they leave the layer with the packages that pulled them in
+    (a temporary build dependency). A removal in a later RUN does not: the install's layer keeps them."""
+    named = [spec.name for spec in install.packages]
+    if not named or None in named or "xargs" in cmd.wrappers:
+        return False  # a local .deb or packages fed by xargs: what goes in is not known
+    left = {name for name in named if name}
+    commands = ctx.commands(instr)
+    position = next(i for i, c in enumerate(commands) if c is cmd)
+    for later in commands[position + 1 :]:
+        removal = _removal(later)
+        if removal is None:
+            continue
+        names, autoremove = removal
+        left = {name for name in left if not any(fnmatch.fnmatchcase(name, n) for n in names)}
+        if autoremove and not left:
+            return True
+    return False
+
+
 @register
 class AptNoInstallRecommends(Rule):
     code = "GL501"
@@ -45,7 +88,13 @@ class AptNoInstallRecommends(Rule):
         `APT::Install-Recommends "0";` into `/etc/apt/apt.conf.d/`, nor in builder
         stages whose layers are not shipped, nor for an install that names no
         package (`apt-get install -f`; `xargs apt-get install` still counts) or
-        only upgrades installed ones (`--only-upgrade`).
+        only upgrades installed ones (`--only-upgrade`), nor for a temporary
+        install whose every package the same `RUN` later removes or purges with
+        an autoremove after it (`apt-get autoremove`, `apt purge --auto-remove`,
+        `apt-get remove --autoremove`): the recommends were installed as
+        automatic and leave the layer with them. Removing only some of the
+        packages, removing without an autoremove, removing before the install
+        or in a later `RUN` (the install's layer keeps them) is still reported.
     """
     why = """
         Recommended packages are pulled in by default: documentation, X11
@@ -68,10 +117,12 @@ class AptNoInstallRecommends(Rule):
                 if not configured:
                     for cmd, install in ctx.installs(instr):
                         if install.manager == "apt" and cmd.name in ("apt-get", "apt"):
-                            yield from self._install(ctx, cmd, install)
+                            yield from self._install(ctx, instr, cmd, install)
                 configured = configured or _disables_recommends(ctx, instr)
 
-    def _install(self, ctx: LintContext, cmd: Command, install: Install) -> Iterator[Finding]:
+    def _install(
+        self, ctx: LintContext, instr: Instruction, cmd: Command, install: Install
+    ) -> Iterator[Finding]:
         if install.has("--no-install-recommends"):
             return
         if not install.packages and "xargs" not in cmd.wrappers:
@@ -85,6 +136,8 @@ class AptNoInstallRecommends(Rule):
             for v in options
         ):
             return
+        if _removed_again(ctx, instr, cmd, install):
+            return  # purged with an autoremove later in the RUN: no recommended package stays
         verb = next((w for w in cmd.args if w.value == "install"), None)
         edit = insert_after_word(ctx, verb, "--no-install-recommends") if verb else None
         yield self.finding(

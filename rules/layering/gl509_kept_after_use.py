@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, FixSafety, Severity
+from gpulint.installers import Install
 from gpulint.lazyre import lazy_re
 from gpulint.records import record
 from gpulint.rule import Rule, register
@@ -50,6 +51,8 @@ _NOT_A_USE = frozenset(
         "[",
     }
 )
+# `.[cuda,dev]`: the extras of a local path install
+_EXTRAS_RE = lazy_re(r"\[[^\]]*\]$")
 _SUFFIX_RE = lazy_re(r"(\.tar\.gz|\.tgz|\.tar\.xz|\.txz|\.tar\.bz2|\.tbz2?|\.tar\.zst|\.tar|\.zip)$", re.I)
 
 
@@ -155,40 +158,44 @@ def _extracted_trees(cmd: Command, cwd: str) -> list[str]:
     return out
 
 
-def _installs_from_cwd(cmd: Command) -> str | None:
-    """A command that installs what the current directory built: `make install`, `ninja install`,
-    `cmake --install`, `cmake --build . --target install`, `python setup.py install`,
-    `pip install .` (not editable: an editable install needs its tree)."""
+def _installs_from(cmd: Command, install: Install | None, cwd: str) -> tuple[str, str] | None:
+    """(path, how) for a command that installs what a directory holds or built: `make install`,
+    `ninja install`, `cmake --install`, `python setup.py install` from the current directory, or a
+    non-editable pip/uv install of a local path (`.`, `./`, `.[extras]`, `./build/x.whl`), which copies
+    the tree into site-packages and leaves it dead weight (an editable install needs it: `_editables`)."""
     values = cmd.arg_values
     name = cmd.name
     if name in ("make", "gmake", "ninja") and "install" in values:
-        return f"{name} install"
+        return cwd, f"{name} install"
     if name == "cmake" and ("--install" in values or ("--build" in values and "install" in values)):
-        return "cmake --install"
+        return cwd, "cmake --install"
     if is_python(name) and values[:1] == ["setup.py"] and "install" in values:
-        return "setup.py install"
-    pip_args = values[2:] if is_python(name) and values[:2] == ["-m", "pip"] else values
-    if ((name.startswith("pip") and re.match(r"^pip[\d.]*$", name)) or pip_args is not values) and pip_args[
-        :1
-    ] == ["install"]:
-        if any(v in ("-e", "--editable") or v.startswith("--editable=") for v in pip_args):
-            return None
-        if any(v in (".", "./") for v in pip_args[1:]):
-            return "pip install ."
+        return cwd, "setup.py install"
+    if install is None or install.manager != "pip":
+        return None
+    for spec in install.packages:
+        path = _local_path(spec.raw) if spec.kind in ("path", "unknown") else None
+        if path is not None:
+            return absolute_path(cwd, path), f"pip install {spec.raw}"
     return None
 
 
-_BUILD_TOOLS = frozenset({"make", "gmake", "ninja", "cmake", "nvcc", "configure", "meson", "bazel", "b2"})
+def _local_path(text: str) -> str | None:
+    """The directory or file a pip argument names on disk (`.[cuda]` -> `.`), or None for a requirement,
+    a URL or a variable: pip reads an argument as a path when it starts with `.` or `/` or holds a `/`."""
+    if "$" in text or "://" in text or "@" in text or not (text.startswith((".", "/")) or "/" in text):
+        return None
+    return _EXTRAS_RE.sub("", text) or None
 
 
-def _compiles(commands: list[Command]) -> bool:
-    return any(
-        c.name in _BUILD_TOOLS
-        or (c.name.startswith("python") and c.arg_values[:1] == ["setup.py"])
-        or any(k in c.assignments for k in ("TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "CMAKE_ARGS"))
-        or "--no-build-isolation" in c.arg_values
-        for c in commands
-    )
+def _editables(cmd: Command, install: Install | None, cwd: str) -> list[str]:
+    """Directories an editable install runs from (`pip install -e .`, `setup.py develop`): they must stay."""
+    if is_python(cmd.name) and cmd.arg_values[:1] == ["setup.py"] and "develop" in cmd.arg_values:
+        return [cwd]
+    if install is None or install.manager != "pip":
+        return []
+    paths = (_local_path(e) for e in install.editables)
+    return [absolute_path(cwd, p) for p in paths if p is not None]
 
 
 @register
@@ -206,11 +213,15 @@ class KeptAfterUse(Rule):
         package (`dpkg -i cuda-repo-*-local*.deb`, cuDNN/cuDSS/NVPL local repos)
         whose package pool under `/var/` is never purged; a `git clone` or an
         extracted source tree from which `make install`, `ninja install`,
-        `cmake --install`, `setup.py install` or a compiled `pip install .`
-        installed, left with its build directory. Deleting in the same `RUN`,
+        `cmake --install`, `setup.py install` or, run inside it, a non-editable
+        pip install of the tree or a wheel it built (`pip install .`, `./`,
+        `.[extras]`, `./build/*.whl`; pip, pip3, `python -m pip`, `uv pip`,
+        compiled or not) installed, left with its sources, `.git` and build
+        directory. Deleting in the same `RUN`,
         a cache or tmpfs mount, an editable install (`pip install -e`, which
-        needs its tree) and a builder stage are not reported; a delete in a
-        later `RUN` is GL505's.
+        needs its tree), a builder stage and sources brought in with `COPY`
+        (the image's own, not a tree it fetched) are not reported; a delete
+        in a later `RUN` is GL505's.
     """
     why = """
         The installed result is all the image needs; the archive (TensorRT and
@@ -277,7 +288,6 @@ class KeptAfterUse(Rule):
         commands = ctx.commands(instr)
         mounts = [m for m in cache_mount_targets(instr) if m.startswith("/")]
         start = stage.workdir_before(instr)
-        compiled = _compiles(commands)
         mine_d: list[_Download] = []
         mine_t: list[_Tree] = []
         cwd = start
@@ -285,6 +295,9 @@ class KeptAfterUse(Rule):
             if cmd.name == "cd" and cmd.arg_values:
                 cwd = absolute_path(cwd, cmd.arg_values[-1])
                 continue
+            install = ctx.install_of(instr, cmd)
+            editables = _editables(cmd, install, cwd)
+            installed = _installs_from(cmd, install, cwd)
             for d in [*downloads, *mine_d]:
                 if _removes(cmd, cwd, d.path):
                     if d in mine_d:
@@ -308,13 +321,16 @@ class KeptAfterUse(Rule):
                         mine_t.remove(t)
                     else:
                         removed_later.add(id(t))
-                elif cwd == t.root or cwd.startswith(t.root + "/"):
-                    if _editable(cmd):
-                        t.needed = True  # an editable install runs from the tree
-                        continue
-                    how = _installs_from_cwd(cmd) if t.install is None else None
-                    if how is not None and (how != "pip install ." or compiled):
-                        t.install = (cmd.line, how)
+                elif any(_within(path, t.root) for path in editables):
+                    t.needed = True  # an editable install runs from the tree
+                elif (
+                    t.install is None
+                    and installed is not None
+                    and _within(cwd, t.root)
+                    and _within(installed[0], t.root)
+                ):
+                    # run in the tree, of the tree: `make install`, `pip install .`, `pip install ./build/x.whl`
+                    t.install = (cmd.line, installed[1])
             for path in _downloads(cmd, cwd):
                 if not _under(path, mounts):
                     mine_d.append(_Download(path, cmd, instr))
@@ -378,15 +394,6 @@ def _purged(commands: list[Command], package: str) -> bool:
     return False
 
 
-def _editable(cmd: Command) -> bool:
-    values = cmd.arg_values
-    if is_python(cmd.name) and values[:1] == ["setup.py"] and "develop" in values:
-        return True
-    return "install" in values and any(
-        v in ("-e", "--editable") or v.startswith("--editable=") for v in values
-    )
-
-
 def _runs_from(stage: Stage, root: str) -> bool:
     """Does the shipped stage end with its WORKDIR in the tree, or point ENV (PYTHONPATH, PATH...) into it?"""
     end = stage.instructions[-1] if stage.instructions else None
@@ -405,5 +412,9 @@ def _runs_from(stage: Stage, root: str) -> bool:
     return False
 
 
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def _under(path: str, mounts: list[str]) -> bool:
-    return any(path == m or path.startswith(m.rstrip("/") + "/") for m in mounts)
+    return any(_within(path, m) for m in mounts)
