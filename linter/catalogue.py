@@ -46,6 +46,7 @@ RULES: tuple[tuple[str, str, str, bool, bool, bool, tuple[str, ...]], ...] = (
     ("GL408", "cuda-arch-list-missing", "runtime", True, True, False, ()),
     ("GL409", "cuda-compat-on-library-path", "runtime", True, True, False, ()),
     ("GL410", "host-cpu-tuned-build", "runtime", True, True, False, ()),
+    ("GL411", "library-path-replaced", "runtime", True, True, False, ()),
     ("GL501", "apt-no-install-recommends", "layering", True, True, False, ()),
     ("GL502", "apt-lists-not-removed", "layering", True, True, False, ()),
     ("GL503", "pip-cache-kept", "layering", True, True, False, ()),
