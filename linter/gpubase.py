@@ -29,9 +29,19 @@ _PINNING_PART = lazy_re(
     r"\d+\.\d+|\d{4,}|(?:^|[-._])[vb]\d+(?=$|[-._])|(?:^|[-._])(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?=$|[-._])"
 )
 
-# A dependency's version inside a tag (cuda12.1, cudnn8, cu124, py3.10, python3.11, ubuntu22.04,
-# rocm6.2, cp311): it says what an image is built with, not which build it is.
-_DEPENDENCY_VERSION = lazy_re(r"(?<![a-z0-9])(?:cuda|cudnn|cu|py|python|ubuntu|rocm|cp)\d+(?:\.\d+)*")
+# A dependency's version inside a tag or a git ref (cuda12.1, cudnn8, cu124, py3.10, python3.11,
+# ubuntu22.04, rocm6.2, cp311, torch2.3, tensorrt8, jp4.6, l4t35.2): it says what something is
+# built with or for, not which build or release it is.
+_DEPENDENCY_VERSION = lazy_re(
+    r"(?<![a-z0-9])(?:cuda|cudnn|cu|py|python|ubuntu|rocm|cp|torch|tensorrt|trt|jetpack|jp|l4t)\d+(?:\.\d+)*",
+    re.IGNORECASE,
+)
+
+
+def without_dependency_versions(text: str) -> str:
+    """``text`` with the versions of what it is built with taken out (``jp4.6_tensorrt8`` -> ``_``):
+    what is left names the thing's own version, if anything does."""
+    return _DEPENDENCY_VERSION.sub("", text)
 
 
 @functools.cache
@@ -60,7 +70,7 @@ def tag_floats(tag: str | None) -> bool:
     if parts[0] in edge:
         # a leading channel word (`nightly-devel-cuda10.0-cudnn7`, `main-cuda12.1-py3.10`): the
         # CUDA, cuDNN or Python version after it is what the channel builds with, not a build
-        tag = _DEPENDENCY_VERSION.sub("", tag)
+        tag = without_dependency_versions(tag)
     return not _PINNING_PART.search(tag)
 
 

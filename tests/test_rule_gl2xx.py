@@ -244,9 +244,17 @@ def test_is_tag_like() -> None:
         "0da3ffb92ee6fbe5336602f0e3989db1cd16f880",
         "b3561",
         "flash-attn-v2.6.3",
+        # a release's own version beside the CUDA/torch it is built for
+        "v2.5.8-torch2.3",
+        "1.2.3-cu121",
+        "v0.0.23.post1",
+        "r35.3.1",
     ):
         assert is_tag_like(ref), ref
     for ref in ("main", "master", "dev", "release/2.6", "v2.x", "fix-oom", "HEAD", ""):
+        assert not is_tag_like(ref), ref
+    # branches named for the platform they support: the only versions are a dependency's
+    for ref in ("jp4.6_tensorrt8", "cuda12.1", "torch2.1-support", "py3.10", "jetpack5.1-l4t35.2"):
         assert not is_tag_like(ref), ref
 
 

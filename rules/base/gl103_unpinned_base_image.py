@@ -35,8 +35,8 @@ class UnpinnedBaseImage(Rule):
         warnings, the same in compose files and Kubernetes manifests. A version,
         date or commit in a branch tag pins it (`nightly-20240101`), but a
         trailing `latest` floats after a version too (`py311_2023c_latest`), and
-        after a leading channel word a CUDA, cuDNN or Python version names what the
-        channel builds with, not a build (`nightly-devel-cuda10.0-cudnn7` floats).
+        after a leading channel word a CUDA, cuDNN, Python, torch, TensorRT or
+        JetPack version names what the channel builds with, not a build (`nightly-devel-cuda10.0-cudnn7` floats).
         In Kubernetes manifests a template placeholder in the registry host alone
         (`${ACCOUNT}.dkr.ecr.${REGION}.amazonaws.com/app:latest`) leaves the tag
         to judge; one in the name or tag leaves nothing. A

@@ -19,6 +19,7 @@ from gpulint.buildcontext import (
 from gpulint.context import LintContext
 from gpulint.dockerfile import Instruction, Stage
 from gpulint.finding import Finding, Severity
+from gpulint.gpubase import without_dependency_versions
 from gpulint.installers import Install, PackageSpec
 from gpulint.lazyre import lazy_re
 from gpulint.records import record
@@ -84,7 +85,8 @@ def is_tag_like(ref: str) -> bool:
     """A git ref that names a fixed point: a commit SHA (7-40 hex) or a release tag.
 
     ``v2.6.3``, ``2.6.3``, ``flash-attn-v2.6.3``, ``b3561`` are tags; ``main``, ``dev``,
-    ``release/2.6``, ``v2.x``, ``fix-oom`` are branches.
+    ``release/2.6``, ``v2.x``, ``fix-oom`` and ``jp4.6_tensorrt8`` (only a dependency's versions)
+    are branches.
     """
     ref = ref.strip()
     if not ref:
@@ -94,7 +96,9 @@ def is_tag_like(ref: str) -> bool:
     lowered = ref.lower()
     if lowered in BRANCH_NAMES or "/" in ref or lowered.endswith((".x", "-dev", "-branch", "-wip")):
         return False
-    if re.search(r"\d+\.\d+", ref):
+    # a version pins it, unless every version in it is a dependency's (`jp4.6_tensorrt8`,
+    # `cuda12.1`: branches named for the platform they support)
+    if re.search(r"\d+\.\d+", without_dependency_versions(ref)):
         return True
     return bool(re.fullmatch(r"[vb]?\d{1,6}", lowered))
 
