@@ -53,21 +53,35 @@ def _removal(cmd: Command) -> tuple[list[str], bool] | None:
     return names, verb.startswith("auto") or any(v in ("--auto-remove", "--autoremove") for v in values)
 
 
-def _removed_again(ctx: LintContext, instr: Instruction, cmd: Command, install: Install) -> bool:
-    """Does the same RUN, after this install, remove every package it names and then autoremove? The
-    recommends came in marked automatic, so they leave the layer with the packages that pulled them in
-    (a temporary build dependency). A removal in a later RUN does not: the install's layer keeps them."""
+_MAX_REMOVALS = 64  # removals a RUN is read for: real ones have a few; past this, no more are judged
+
+
+def _removals(commands: list[Command]) -> list[tuple[int, list[str], bool]]:
+    """(position, packages, autoremove) of the RUN's apt removals, read once per RUN."""
+    out: list[tuple[int, list[str], bool]] = []
+    for position, cmd in enumerate(commands):
+        removal = _removal(cmd)
+        if removal is not None:
+            out.append((position, *removal))
+            if len(out) >= _MAX_REMOVALS:
+                break
+    return out
+
+
+def _removed_again(
+    removals: list[tuple[int, list[str], bool]], position: int, cmd: Command, install: Install
+) -> bool:
+    """Does the same RUN, after this install (at ``position``), remove every package it names and then
+    autoremove? The recommends came in marked automatic, so they leave the layer with the packages that
+    pulled them in (a temporary build dependency). A removal in a later RUN does not: the install's
+    layer keeps them."""
     named = [spec.name for spec in install.packages]
     if not named or None in named or "xargs" in cmd.wrappers:
         return False  # a local .deb or packages fed by xargs: what goes in is not known
     left = {name for name in named if name}
-    commands = ctx.commands(instr)
-    position = next(i for i, c in enumerate(commands) if c is cmd)
-    for later in commands[position + 1 :]:
-        removal = _removal(later)
-        if removal is None:
+    for at, names, autoremove in removals:
+        if at <= position:
             continue
-        names, autoremove = removal
         left = {name for name in left if not any(fnmatch.fnmatchcase(name, n) for n in names)}
         if autoremove and not left:
             return True
@@ -115,13 +129,26 @@ class AptNoInstallRecommends(Rule):
         for stage in reversed(ctx.shipped_stages()):
             for instr in stage.instructions:
                 if not configured:
-                    for cmd, install in ctx.installs(instr):
-                        if install.manager == "apt" and cmd.name in ("apt-get", "apt"):
-                            yield from self._install(ctx, instr, cmd, install)
+                    apt = [
+                        (c, i)
+                        for c, i in ctx.installs(instr)
+                        if i.manager == "apt" and c.name in ("apt-get", "apt")
+                    ]
+                    if apt:
+                        commands = ctx.commands(instr)
+                        positions = {id(c): n for n, c in enumerate(commands)}
+                        removals = _removals(commands)
+                        for cmd, install in apt:
+                            yield from self._install(ctx, cmd, install, removals, positions.get(id(cmd), -1))
                 configured = configured or _disables_recommends(ctx, instr)
 
     def _install(
-        self, ctx: LintContext, instr: Instruction, cmd: Command, install: Install
+        self,
+        ctx: LintContext,
+        cmd: Command,
+        install: Install,
+        removals: list[tuple[int, list[str], bool]],
+        position: int,
     ) -> Iterator[Finding]:
         if install.has("--no-install-recommends"):
             return
@@ -136,7 +163,7 @@ class AptNoInstallRecommends(Rule):
             for v in options
         ):
             return
-        if _removed_again(ctx, instr, cmd, install):
+        if position >= 0 and _removed_again(removals, position, cmd, install):
             return  # purged with an autoremove later in the RUN: no recommended package stays
         verb = next((w for w in cmd.args if w.value == "install"), None)
         edit = insert_after_word(ctx, verb, "--no-install-recommends") if verb else None
